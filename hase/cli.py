@@ -1,0 +1,67 @@
+"""The `hase` command: parse arguments, call one library function per subcommand, print, exit code.
+
+Each subcommand lives in `hase/commands/<name>.py` and exposes `register(subparsers)`, which adds its
+parser and sets `func` to a `run(args) -> int`. HaseError becomes one line on stderr and exit code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from hase import __version__
+from hase.errors import HaseError
+
+COMMANDS = ("zoo", "split", "collect", "profile", "train", "predict", "evaluate", "pipeline")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hase",
+        description="Predict ONNX model latency from kernel measurements, and explain where a run's time goes.",
+    )
+    parser.add_argument("--version", action="version", version=f"hase {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"hase.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"hase.commands.{name}":
+                raise
+            continue  # subcommand not built yet
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `hase` console script; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+    _setup_logging(level)
+    try:
+        return int(args.func(args) or 0)
+    except HaseError as exc:
+        print(f"hase: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hase: interrupted; everything committed so far is kept — rerun to resume", file=sys.stderr)
+        return 130
+
+
+def _setup_logging(level: int) -> None:
+    from rich.logging import RichHandler
+
+    root = logging.getLogger("hase")
+    root.handlers[:] = [RichHandler(show_path=False, rich_tracebacks=False, markup=False)]
+    root.setLevel(level)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
