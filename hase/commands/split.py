@@ -1,0 +1,48 @@
+"""`hase split MODEL.onnx --out DIR`: write one single-kernel ONNX model per node of ORT's kernel graph."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from hase.errors import HaseError
+from hase.split import split_to_dir
+from hase.runtime import EPConfig
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("split", help="split a model into single-kernel ONNX models",
+                       description="Apply ONNX Runtime's fusions (graph optimization level), then write one "
+                                   "single-node ONNX model per unique kernel plus kernels.csv (node -> kernel map).")
+    p.add_argument("model", help="path to an .onnx model")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...",
+                   help="fix a symbolic input dimension (repeatable)")
+    p.add_argument("--opt-level", default="extended", choices=["disabled", "basic", "extended", "all"])
+    p.add_argument("--ep", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--json", action="store_true", help="print a JSON summary instead of a table")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hase.graph import parse_input_shapes
+
+    ep = EPConfig(name=args.ep, ep=args.ep, opt_level=args.opt_level)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise HaseError(f"--out {out} exists and is not a directory: choose another path")
+    result = split_to_dir(args.model, out, ep, parse_input_shapes(args.input_shape))
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    table = Table(title=f"{Path(args.model).name}: {result['n_nodes']} kernel nodes, "
+                        f"{result['n_unique']} unique kernels -> {out}")
+    for col in ("op type", "nodes", "unique"):
+        table.add_column(col, justify="right" if col != "op type" else "left")
+    for op, (n, u) in sorted(result["by_op"].items(), key=lambda kv: -kv[1][0]):
+        table.add_row(op, str(n), str(u))
+    Console().print(table)
+    return 0

@@ -1,0 +1,191 @@
+"""Load and validate ONNX models, fix symbolic input shapes, and build the kernel graph.
+
+The kernel graph is the model as ONNX Runtime runs it: ORT's own optimizer (at the device config's
+level, `extended` by default) fuses nodes (FusedConv, FusedGemm, com.microsoft Gelu/LayerNorm, ...)
+and the saved optimized graph is what Hase splits. Tensor shapes and value ranges come from one ORT
+run of that graph, since ONNX shape inference does not know the com.microsoft fused ops.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+
+from hase import runtime
+from hase.errors import HaseError
+from hase.inputs import TensorSpec, make_model_feeds, np_dtype
+
+log = logging.getLogger(__name__)
+
+KNOWN_DOMAINS = {
+    "", "ai.onnx", "ai.onnx.ml", "com.microsoft", "com.microsoft.nchwc", "com.microsoft.experimental",
+    "ai.onnx.preview.training", "ai.onnx.training", "ai.onnx.preview", "org.pytorch.aten", "com.ms.internal.nhwc",
+}
+
+
+def load_model(path: str | os.PathLike, input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> onnx.ModelProto:
+    """Load and validate an ONNX file and give every input a static shape.
+
+    Raises HaseError for a missing, non-ONNX or truncated file, a missing external-data file,
+    an op from a domain ONNX Runtime does not know, or a symbolic dimension with no shape given.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise HaseError(f"model file not found: {p} (check the path)")
+    try:
+        model = onnx.load(str(p), load_external_data=True)
+    except DecodeError as exc:
+        raise HaseError(f"{p} is not a valid ONNX file (truncated or another format): re-export it") from exc
+    except (FileNotFoundError, OSError) as exc:
+        raise HaseError(f"{p}: external data file is missing ({exc.filename or exc}): "
+                        f"put it next to the model, as when it was exported") from exc
+    except Exception as exc:  # onnx raises ValueError/RuntimeError variants for malformed files
+        raise HaseError(f"{p} is not a valid ONNX file ({type(exc).__name__}): re-export it") from exc
+    if not model.graph.node:
+        raise HaseError(f"{p} has no graph nodes: is it an ONNX model file?")
+    check_domains(model)
+    fix_input_shapes(model, input_shapes or {})
+    name_nodes(model)
+    return model
+
+
+def check_domains(model: onnx.ModelProto) -> None:
+    """Reject ops from domains no ONNX Runtime build provides kernels for."""
+    local = {f.domain for f in model.functions}
+    for node in model.graph.node:
+        if node.domain not in KNOWN_DOMAINS and node.domain not in local:
+            raise HaseError(
+                f"node {node.name or node.op_type!r} uses op {node.op_type!r} from unknown domain "
+                f"{node.domain!r}: ONNX Runtime has no kernel for it; export without custom ops"
+            )
+
+
+def fix_input_shapes(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ...]]) -> None:
+    """Set the given inputs' shapes in place; any remaining symbolic dimension is an error."""
+    inits = {i.name for i in model.graph.initializer}
+    inputs = {vi.name: vi for vi in model.graph.input if vi.name not in inits}
+    unknown = set(input_shapes) - set(inputs)
+    if unknown:
+        raise HaseError(f"--input-shape names unknown inputs {sorted(unknown)}: the model's inputs are {sorted(inputs)}")
+    for name, vi in inputs.items():
+        dims = vi.type.tensor_type.shape.dim
+        if name in input_shapes:
+            shape = tuple(int(d) for d in input_shapes[name])
+            if len(shape) != len(dims):
+                raise HaseError(f"--input-shape {name} has rank {len(shape)} but the model's input has rank {len(dims)}")
+            for d, v in zip(dims, shape):
+                if d.HasField("dim_value") and d.dim_value > 0 and d.dim_value != v:
+                    raise HaseError(f"--input-shape {name}: dimension {v} conflicts with the model's fixed {d.dim_value}")
+                d.Clear()
+                d.dim_value = v
+        elif any(not (d.HasField("dim_value") and d.dim_value > 0) for d in dims):
+            sym = [d.dim_param or "?" for d in dims]
+            raise HaseError(f"input {name!r} has symbolic shape {sym}: pass --input-shape {name}=D0,D1,...")
+
+
+def name_nodes(model: onnx.ModelProto) -> None:
+    """Give unnamed nodes a unique name so ORT's profile events can be mapped back to them."""
+    seen: set[str] = set()
+    for i, node in enumerate(model.graph.node):
+        if not node.name or node.name in seen:
+            node.name = f"{node.op_type}_hase{i}"
+        seen.add(node.name)
+
+
+def parse_input_shapes(items: list[str] | None) -> dict[str, tuple[int, ...]]:
+    """Parse CLI `name=1,3,224,224` items into a shape dict."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for item in items or []:
+        name, sep, dims = item.partition("=")
+        try:
+            shape = tuple(int(d) for d in dims.replace("x", ",").split(",") if d.strip())
+        except ValueError:
+            shape = ()
+        if not sep or not name or not shape or min(shape) < 0:
+            raise HaseError(f"bad --input-shape {item!r}: write NAME=D0,D1,... e.g. input=1,3,224,224")
+        shapes[name] = shape
+    return shapes
+
+
+@dataclass
+class KernelGraph:
+    """ORT's optimized graph of a model, with every tensor's spec (shape, dtype, observed value range)."""
+
+    model: onnx.ModelProto
+    values: dict[str, TensorSpec]
+    opt_level: str
+    feeds: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
+
+    @property
+    def nodes(self) -> list[onnx.NodeProto]:
+        return list(self.model.graph.node)
+
+    @property
+    def initializers(self) -> dict[str, onnx.TensorProto]:
+        return {t.name: t for t in self.model.graph.initializer}
+
+
+def optimize(model: onnx.ModelProto, ep: runtime.EPConfig) -> onnx.ModelProto:
+    """The model after ONNX Runtime's graph optimizations at the config's level (ORT's own fusions)."""
+    with tempfile.TemporaryDirectory(prefix="hase_opt_") as tmp:
+        out = os.path.join(tmp, "optimized.onnx")
+        runtime.make_session(model.SerializeToString(), ep, optimized_model_path=out)
+        return onnx.load(out)
+
+
+def kernel_graph(model: onnx.ModelProto, ep: runtime.EPConfig, seed: int = 0) -> KernelGraph:
+    """Optimize with ORT, then run the optimized graph once on the CPU to learn every tensor's spec."""
+    feeds = make_model_feeds(model, seed)
+    opt = optimize(model, ep)
+    values = observe_values(opt, feeds)
+    return KernelGraph(opt, values, ep.opt_level, feeds)
+
+
+def observe_values(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, TensorSpec]:
+    """Shape, dtype and [min, max] of every tensor in the graph, from a real ORT run."""
+    values: dict[str, TensorSpec] = {}
+    for t in opt.graph.initializer:
+        values[t.name] = TensorSpec(t.name, tuple(t.dims), np_dtype(t.data_type), const=True)
+    for name, arr in feeds.items():
+        values[name] = _spec_of(name, arr)
+    for name, arr in run_all_values(opt, feeds).items():
+        values[name] = _spec_of(name, arr)
+    return values
+
+
+def run_all_values(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run an (already optimized) graph on ORT's CPU EP with every node output exposed as a graph output."""
+    probe = onnx.ModelProto()
+    probe.CopyFrom(opt)
+    have = {o.name for o in probe.graph.output}
+    for node in probe.graph.node:
+        for out in node.output:
+            if out and out not in have:
+                probe.graph.output.append(onnx.ValueInfoProto(name=out))
+                have.add(out)
+    cpu = runtime.EPConfig(name="shape-probe", ep="cpu", intra_op_threads=1, opt_level="disabled")
+    sess = runtime.make_session(probe.SerializeToString(), cpu)
+    names = [o.name for o in sess.get_outputs()]
+    try:
+        arrays = sess.run(names, dict(feeds))
+    except Exception as exc:
+        raise HaseError(f"ONNX Runtime failed to run the model: {runtime._first_line(exc)}") from exc
+    return dict(zip(names, arrays))
+
+
+def _spec_of(name: str, arr: np.ndarray) -> TensorSpec:
+    arr = np.asarray(arr)
+    low, high = -1.0, 1.0
+    if arr.size and arr.dtype != object:
+        vals = arr.astype(np.float64) if arr.dtype == np.bool_ else arr
+        finite = vals[np.isfinite(vals)] if np.issubdtype(vals.dtype, np.floating) else vals
+        if finite.size:
+            low, high = float(finite.min()), float(finite.max())
+    return TensorSpec(name, tuple(int(d) for d in arr.shape), arr.dtype.name, False, low, high)
