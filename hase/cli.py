@@ -50,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     except HaseError as exc:
         print(f"hase: error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # a bug, not bad input: one line unless -v asks for the traceback
+        if args.verbose:
+            raise
+        print(f"hase: internal error: {type(exc).__name__}: {exc} (rerun with -v for the traceback)", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("hase: interrupted; everything committed so far is kept — rerun to resume", file=sys.stderr)
         return 130

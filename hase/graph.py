@@ -39,6 +39,7 @@ def load_model(path: str | os.PathLike, input_shapes: Mapping[str, tuple[int, ..
     p = Path(path)
     if not p.is_file():
         raise HaseError(f"model file not found: {p} (check the path)")
+    _check_external_data(p)
     try:
         model = onnx.load(str(p), load_external_data=True)
     except DecodeError as exc:
@@ -54,6 +55,22 @@ def load_model(path: str | os.PathLike, input_shapes: Mapping[str, tuple[int, ..
     fix_input_shapes(model, input_shapes or {})
     name_nodes(model)
     return model
+
+
+def _check_external_data(p: Path) -> None:
+    """Name the missing external-data file before onnx fails with a generic validation error."""
+    try:
+        bare = onnx.load(str(p), load_external_data=False)
+    except Exception:
+        return  # not parseable: load_model reports it
+    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
+    for t in bare.graph.initializer:
+        if uses_external_data(t):
+            loc = ExternalDataInfo(t).location
+            if not (p.parent / loc).is_file():
+                raise HaseError(f"{p}: external data file is missing ({loc}): put it next to the model, "
+                                f"as when it was exported")
 
 
 def check_domains(model: onnx.ModelProto) -> None:

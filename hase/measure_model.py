@@ -14,6 +14,7 @@ from hase.inputs import make_model_feeds
 from hase.measure import MeasureSettings, _timing_row
 from hase.runtime import BoundRunner, EPConfig, time_loop
 from hase.split import KernelNode
+from hase.store import DECOMP_COLS
 
 MEMCPY_OPS = ("MemcpyToHost", "MemcpyFromHost")
 
@@ -59,17 +60,18 @@ def measure_model(model: onnx.ModelProto, src, nodes: list[KernelNode], ep: EPCo
     summary = profile.node_summary(events, skip_runs=settings.profile_warmup)
     meta = runtime.device_metadata(ep)
     kernel_of = {n.node_name: n.spec.kernel_id for n in nodes}
+    source = profile.node_spans(events).groupby(profile.NODE_NAME)[profile.SPAN_SOURCE].first().to_dict()
     spans = [{
         "model_id": src.model_id, "node_name": r.node_name, "kernel_id": kernel_of.get(r.node_name),
         "op_type": r.op_type, "provider": r.provider, "span_ms": r.span_us / 1e3,
-        "kernel_time_ms": r.kernel_time_us / 1e3, "span_source": r.span_source, "n_runs": int(r.n_runs), **meta,
+        "kernel_time_ms": r.kernel_time_us / 1e3, "span_source": source.get(r.node_name), "n_runs": int(r.n_runs), **meta,
     } for r in summary.itertuples()]
     providers = summary["provider"].value_counts().to_dict()
     row = {
         "model_id": src.model_id, "family": src.family, "n_kernel_nodes": len(nodes),
         "n_memcpy_nodes": int(summary["op_type"].isin(MEMCPY_OPS).sum()),
         "n_cpu_fallback_nodes": int(providers.get("CPUExecutionProvider", 0)) if ep.ep != "cpu" else 0,
-        "timing_api": api, **_timing_row(timing), **{k: float(dec[k]) for k in profile.DECOMP_COLUMNS},
+        "timing_api": api, **_timing_row(timing), **{k: float(dec[k]) for k in DECOMP_COLS},
         "n_profiled_runs": settings.profile_runs, **meta, "measured_at": time.time(), "profiled_s": profiled_s,
     }
     return row, spans

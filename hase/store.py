@@ -36,7 +36,7 @@ META_COLS = ["device", "cpu_model", "gpu_name", "gpu_driver", "ort_version", "ex
 TIMING_COLS = ["median_ms", "p10_ms", "p90_ms", "mean_ms", "min_ms", "n_runs"]
 DECOMP_COLS = ["model_run_us", "execute_us", "node_timeline_span_us", "kernel_time_sum_us",
                "node_non_kernel_us", "node_gap_us", "execute_outside_nodes_us",
-               "model_run_outside_execute_us", "before_execute_us", "after_execute_us"]
+               "model_run_outside_execute_us", "before_execute_us", "after_execute_us", "node_span_sum_us"]
 
 SCHEMA: dict[str, tuple[list[str], list[str]]] = {
     # table: (columns, primary key)

@@ -1,0 +1,107 @@
+"""`hase collect`: build the zoo, split every model, measure kernels and full models into the store."""
+from __future__ import annotations
+
+import argparse
+import itertools
+import logging
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from hase import collect as coll
+from hase.store import Store
+
+log = logging.getLogger(__name__)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("collect", help="measure zoo models and their kernels into the store (resumable)",
+                       description="Build the model zoo, split each model into ORT kernels, measure every unique "
+                                   "kernel standalone (warm and cold-weights), profile every full model, and store "
+                                   "it all. Interrupt at any time; rerun to resume.")
+    p.add_argument("--zoo", default="configs/zoo_small.toml", help="zoo config (TOML); 'none' to skip the zoo")
+    p.add_argument("--zoo-dir", default="model_zoo", help="where generated zoo models are written")
+    p.add_argument("--models-dir", action="append", default=[], metavar="DIR",
+                   help="also collect every .onnx in DIR (family 'exported'); repeatable")
+    p.add_argument("--model", action="append", default=[], metavar="PATH", help="also collect this model; repeatable")
+    p.add_argument("--devices", default="configs/devices.toml", help="device configurations and timing settings")
+    p.add_argument("--device", action="append", metavar="NAME", help="only this device config (repeatable)")
+    p.add_argument("--store", default="data/hase.sqlite", help="the measurement store (SQLite)")
+    p.add_argument("--limit", type=int, default=None, help="collect at most N models (for a quick look)")
+    p.set_defaults(func=run)
+
+
+def gather_sources(args: argparse.Namespace) -> tuple[list, int | None]:
+    """The models to collect, lazily for the zoo, and how many there are (for the ETA)."""
+    chains, total = [], 0
+    if args.zoo and args.zoo != "none":
+        from hase.zoo import load_zoo_config
+
+        total += len(load_zoo_config(args.zoo))
+        chains.append(coll.zoo_sources(args.zoo, args.zoo_dir))
+    for d in args.models_dir:
+        srcs = coll.dir_sources(d)
+        total += len(srcs)
+        chains.append(srcs)
+    for m in args.model:
+        path = Path(m)
+        chains.append([coll.ModelSource(path.stem, "user", path)])
+        total += 1
+    sources = itertools.chain.from_iterable(chains)
+    if args.limit is not None:
+        sources = itertools.islice(sources, args.limit)
+        total = min(total, args.limit)
+    return sources, total
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = coll.load_collect_config(args.devices, args.device)
+    sources, total = gather_sources(args)
+    console = Console(stderr=True)
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("eta"), TimeRemainingColumn()]
+    with Store(args.store) as store, Progress(*columns, console=console, transient=False) as bar:
+        task = bar.add_task("models", total=(total or 0) * len(cfg.devices))
+        ktask = bar.add_task("kernels", total=None)
+        state = {"started": False}
+
+        def on_event(event: str, info: dict) -> None:
+            if event == "model":
+                if state["started"]:
+                    bar.advance(task)
+                state["started"] = True
+                bar.update(task, description=f"models [{info['device']}] {info['model']}")
+            elif event == "kernel":
+                bar.update(ktask, total=info["n"], completed=info["i"] + 1,
+                           description=f"kernels {info['op_type']}")
+
+        report = coll.collect(sources, cfg, store, on_event)
+        bar.update(task, completed=(total or 0) * len(cfg.devices))
+        counts = store.counts()
+    print_summary(report, counts, args.store)
+    return 0
+
+
+def print_summary(report: coll.CollectReport, counts: dict[str, int], store_path: str) -> None:
+    table = Table(title=f"collect finished -> {store_path}")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    share = report.timed_s / report.wall_s if report.wall_s else 0.0
+    rows = [
+        ("models measured this run", report.models_done),
+        ("models skipped this run", report.models_skipped),
+        ("kernels measured this run", report.kernels_measured),
+        ("kernels already measured (reused)", report.kernels_reused),
+        ("wall time (s)", f"{report.wall_s:.1f}"),
+        ("share of wall time in timed runs", f"{share:.0%}"),
+        ("store: models / kernels / kernel rows / model rows",
+         f"{counts['models']} / {counts['kernels']} / {counts['kernel_measurements']} / {counts['model_measurements']}"),
+        ("store: skips", counts["skips"]),
+    ]
+    for k, v in rows:
+        table.add_row(k, str(v))
+    Console().print(table)
+    for target, reason in report.skips[:20]:
+        Console().print(f"[yellow]skipped[/] {target}: {reason}")

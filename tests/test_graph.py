@@ -1,0 +1,95 @@
+"""hase.graph: loading, validation and ORT's kernel graph."""
+from __future__ import annotations
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from conftest import conv_bn_relu_model, embedding_model
+from hase import graph
+from hase.errors import HaseError
+from hase.inputs import make_model_feeds
+from hase.runtime import EPConfig
+
+
+def test_kernel_graph_applies_ort_fusions(conv_model_path):
+    kg = graph.kernel_graph(graph.load_model(conv_model_path), EPConfig())
+    ops = [n.op_type for n in kg.nodes]
+    assert "FusedConv" in ops and "BatchNormalization" not in ops  # Conv+BN folded, Conv+Relu fused
+    assert kg.values["y"].shape == (1, 10)
+    assert all(kg.values[o].shape for n in kg.nodes for o in n.output)  # every tensor has ORT's shape
+
+
+def test_symbolic_dim_needs_input_shape(tmp_path):
+    p = tmp_path / "sym.onnx"
+    onnx.save(conv_bn_relu_model(batch="N"), p)
+    with pytest.raises(HaseError, match="--input-shape x="):
+        graph.load_model(p)
+    model = graph.load_model(p, {"x": (4, 3, 16, 16)})
+    kg = graph.kernel_graph(model, EPConfig())
+    assert kg.values["y"].shape == (4, 10)
+
+
+def test_input_shape_errors(conv_model_path):
+    with pytest.raises(HaseError, match="unknown inputs"):
+        graph.load_model(conv_model_path, {"nope": (1,)})
+    with pytest.raises(HaseError, match="rank"):
+        graph.load_model(conv_model_path, {"x": (1, 3)})
+    with pytest.raises(HaseError, match="bad --input-shape"):
+        graph.parse_input_shapes(["x=a,b"])
+    assert graph.parse_input_shapes(["x=1,3,224,224"]) == {"x": (1, 3, 224, 224)}
+
+
+def test_bad_files(tmp_path):
+    with pytest.raises(HaseError, match="not found"):
+        graph.load_model(tmp_path / "missing.onnx")
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"this is not a protobuf \xff\xfe" * 10)
+    with pytest.raises(HaseError, match="not a valid ONNX file"):
+        graph.load_model(junk)
+    good = conv_bn_relu_model().SerializeToString()
+    trunc = tmp_path / "trunc.onnx"
+    trunc.write_bytes(good[: len(good) // 2])
+    with pytest.raises(HaseError, match="not a valid ONNX file"):
+        graph.load_model(trunc)
+
+
+def test_unknown_domain_is_rejected(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    node = helper.make_node("Frobnicate", ["x"], ["y"], domain="com.example")
+    g = helper.make_graph([node], "g", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    p = tmp_path / "custom.onnx"
+    onnx.save(m, p)
+    with pytest.raises(HaseError, match="unknown domain 'com.example'"):
+        graph.load_model(p)
+
+
+def test_unsupported_opset_is_a_clear_error(tmp_path):
+    m = conv_bn_relu_model()
+    m.opset_import[0].version = 99
+    p = tmp_path / "future.onnx"
+    onnx.save(m, p)
+    with pytest.raises(HaseError, match="ONNX Runtime cannot load"):
+        graph.kernel_graph(graph.load_model(p), EPConfig())
+
+
+def test_missing_external_data(tmp_path):
+    m = conv_bn_relu_model(c=64)
+    p = tmp_path / "ext.onnx"
+    onnx.save(m, p, save_as_external_data=True, location="weights.bin", size_threshold=0)
+    (tmp_path / "weights.bin").unlink()
+    with pytest.raises(HaseError, match="external data file is missing"):
+        graph.load_model(p)
+
+
+def test_valid_feeds_for_token_ids():
+    feeds = make_model_feeds(embedding_model(vocab=50))
+    assert feeds["ids"].dtype.name == "int64" and feeds["ids"].min() >= 0 and feeds["ids"].max() < 50
+
+
+def test_exported_models_load(exported_dir):
+    model = graph.load_model(exported_dir / "hf_bert_tiny_s64_b2.onnx")
+    feeds = make_model_feeds(model)
+    assert set(feeds) == {"input_ids", "attention_mask"}
+    assert feeds["input_ids"].max() < 1000 and set(feeds["attention_mask"].ravel()) <= {0, 1}
