@@ -7,6 +7,9 @@ BIN    := $(VENV)/bin
 HASE   := $(BIN)/hase
 ZOO    ?= configs/zoo_small.toml
 DEVICE ?= configs/devices.toml
+STORE  ?= data/hase.sqlite
+# The six small exported models shipped in shared/ are collected too (family "exported") when present.
+EXPORTED ?= $(wildcard ../shared/models/exported)
 ifeq ($(EP),cuda)
   EXTRA := gpu
   OTHER := onnxruntime
@@ -21,12 +24,17 @@ $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-setup: $(BIN)/activate
+# Re-installs only when pyproject.toml changes or the EP choice changes.
+$(VENV)/.installed-$(EP): pyproject.toml | $(BIN)/activate
 	-$(BIN)/pip uninstall --quiet --yes $(OTHER) 2>/dev/null
+	rm -f $(VENV)/.installed-*
 	$(BIN)/pip install --quiet -e ".[$(EXTRA),openvino,dev]"
+	touch $@
+
+setup: $(VENV)/.installed-$(EP)
 
 demo: setup collect
-	@echo "Done: measurements in data/hase.sqlite — try: $(HASE) profile model_zoo/small/resnet_d18_w0.5_r64_b1.onnx"
+	@echo "Done: measurements in $(STORE). Next: $(HASE) profile <model.onnx>"
 
 test: setup
 	$(BIN)/python -m pytest -q
@@ -35,10 +43,10 @@ zoo: setup
 	$(HASE) zoo --config $(ZOO) --out model_zoo
 
 collect: setup
-	$(HASE) collect --zoo $(ZOO) --devices $(DEVICE) --store data/hase.sqlite
+	$(HASE) collect --zoo $(ZOO) --devices $(DEVICE) --store $(STORE) $(if $(EXPORTED),--models-dir $(EXPORTED))
 
 bench: setup
-	$(BIN)/python benchmarks/bench_collect.py
+	$(BIN)/python benchmarks/bench_collect.py --zoo $(ZOO)
 
 clean:
 	rm -rf $(VENV) model_zoo/*/ data/*.sqlite* .pytest_cache

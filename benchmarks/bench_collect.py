@@ -1,0 +1,60 @@
+"""Benchmark of `collect` on a zoo config: throughput, time share in timed runs, dedupe ratio, peak memory.
+
+Runs a fresh collect into a temporary store (never the project's data/hase.sqlite) and prints figures
+with the device metadata. Usage: python benchmarks/bench_collect.py [--zoo configs/zoo_small.toml]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from hase import collect as coll
+from hase import runtime
+from hase.store import Store
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--zoo", default="configs/zoo_small.toml")
+    ap.add_argument("--devices", default="configs/devices.toml")
+    ap.add_argument("--zoo-dir", default="model_zoo")
+    ap.add_argument("--limit", type=int, default=None, help="only the first N models")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    cfg = coll.load_collect_config(args.devices)
+    # Build the zoo first so model generation is not counted as collect time.
+    t0 = time.perf_counter()
+    sources = list(coll.zoo_sources(args.zoo, args.zoo_dir))[: args.limit]
+    build_s = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "bench.sqlite") as store:
+        report = coll.collect(sources, cfg, store)
+        counts = store.counts()
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    figures = {
+        "models": len(sources),
+        "zoo_build_s": round(build_s, 1),
+        "collect_wall_s": round(report.wall_s, 1),
+        "unique_kernels_measured": report.kernels_measured,
+        "unique_kernels_per_min": round(report.kernels_measured / report.wall_s * 60, 1),
+        "share_in_timed_runs": round(report.timed_s / report.wall_s, 3),
+        "node_occurrences": report.node_occurrences,
+        "dedupe_ratio": round(report.node_occurrences / max(counts["kernels"], 1), 2),
+        "skips": counts["skips"],
+        "peak_rss_mb": round(peak_mb, 1),
+        **{k: v for k, v in runtime.device_metadata(cfg.devices[0]).items()},
+    }
+    if args.json:
+        print(json.dumps(figures))
+    else:
+        for k, v in figures.items():
+            print(f"{k:28s} {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
