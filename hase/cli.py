@@ -61,10 +61,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _setup_logging(level: int) -> None:
+    from rich.console import Console
     from rich.logging import RichHandler
 
-    root = logging.getLogger("hase")
-    root.handlers[:] = [RichHandler(show_path=False, rich_tracebacks=False, markup=False)]
+    root = logging.getLogger("hase")  # logs go to stderr so `--json` output on stdout stays clean
+    root.handlers[:] = [RichHandler(console=Console(stderr=True), show_path=False, markup=False)]
     root.setLevel(level)
 
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import onnx
@@ -12,6 +11,7 @@ from hase import profile, runtime
 from hase.errors import HaseError
 from hase.inputs import make_model_feeds
 from hase.measure import MeasureSettings, _timing_row
+from hase.profiling_run import profile_model
 from hase.runtime import BoundRunner, EPConfig, time_loop
 from hase.split import KernelNode
 from hase.store import DECOMP_COLS
@@ -37,24 +37,14 @@ def time_model(model: onnx.ModelProto, ep: EPConfig, settings: MeasureSettings) 
     return time_loop([fn], settings.model), api
 
 
-def profile_runs(model: onnx.ModelProto, ep: EPConfig, warmup: int, runs: int, workdir: str | Path):
-    """Run the model warmup+runs times with ORT's profiler on; returns (events DataFrame, profile path)."""
-    prefix = str(Path(workdir) / "ort_profile")
-    sess = runtime.make_session(model.SerializeToString(), ep, profile_prefix=prefix)
-    feeds = make_model_feeds(model)
-    for _ in range(warmup + runs):
-        sess.run(None, feeds)
-    path = sess.end_profiling()
-    return profile.load_profile(path), path
-
-
 def measure_model(model: onnx.ModelProto, src, nodes: list[KernelNode], ep: EPConfig,
                   settings: MeasureSettings) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Rows for `model_measurements` (one) and `node_spans` (one per profiled node)."""
     timing, api = time_model(model, ep, settings)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="hase_prof_") as tmp:
-        events, _ = profile_runs(model, ep, settings.profile_warmup, settings.profile_runs, tmp)
+        events = profile_model(src.path, ep, runs=settings.profile_runs, warmup=settings.profile_warmup,
+                               workdir=tmp).events
     profiled_s = time.perf_counter() - t0
     dec = profile.summarize(profile.decompose(events, skip_runs=settings.profile_warmup))
     summary = profile.node_summary(events, skip_runs=settings.profile_warmup)

@@ -1,0 +1,194 @@
+"""`hase profile MODEL.onnx` / `hase profile --trace ORT_PROFILE.json`: where a measured run's time goes.
+
+Runs the model under ONNX Runtime's profiler (or reads a profile ORT already wrote), prints the
+decomposition of a run (median over runs), per-op-type totals, top nodes, provider placement and
+findings, and writes a Perfetto trace with Hase-derived spans next to the profile.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from hase import profile as P
+from hase.errors import HaseError
+from hase.profiling_run import ProfileAnalysis, ProfileResult, analyze, profile_model
+from hase.runtime import OPT_LEVELS, EPConfig, Timing
+from hase.trace import to_chrome_trace, write_chrome_trace
+
+TRACE_SUFFIX = ".hase_trace.json"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("profile", help="explain where a measured ONNX Runtime run's time goes",
+                       description="Profile MODEL.onnx with ONNX Runtime's profiler (or read a profile with --trace) "
+                                   "and decompose a run: before/after Execute, node timeline, kernel time, "
+                                   "gaps; per-op totals, top nodes, provider placement, findings.")
+    p.add_argument("model", nargs="?", help="path to an .onnx model to run and profile")
+    p.add_argument("--trace", metavar="ORT_PROFILE.json", help="analyze this ORT profile instead of running a model")
+    p.add_argument("--runs", type=int, default=10, help="profiled runs after warm-up (default 10)")
+    p.add_argument("--warmup", type=int, default=3, help="warm-up runs, profiled but not counted (default 3)")
+    p.add_argument("--skip-runs", type=int, default=0,
+                   help="with --trace: leading runs to leave out as warm-up (default 0)")
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1; 0 lets ORT choose)")
+    p.add_argument("--opt-level", default="extended", choices=list(OPT_LEVELS))
+    p.add_argument("--ep", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...",
+                   help="fix a symbolic input dimension (repeatable)")
+    p.add_argument("--workdir", default="hase_profiles", help="where ORT writes the profile (default ./hase_profiles)")
+    p.add_argument("--out-trace", metavar="PATH", help=f"Perfetto trace path (default <profile stem>{TRACE_SUFFIX})")
+    p.add_argument("--top", type=int, default=10, help="how many top nodes to list (default 10)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if bool(args.model) == bool(args.trace):
+        raise HaseError("give either MODEL.onnx to run or --trace ORT_PROFILE.json to read (exactly one)")
+    wall: Timing | None = None
+    context: dict[str, Any] = {}
+    if args.trace:
+        profile_path = Path(args.trace)
+        events, skip = P.load_profile(profile_path), args.skip_runs
+    else:
+        if args.skip_runs:
+            raise HaseError("--skip-runs applies to --trace; when running a model, use --warmup "
+                            "(warm-up runs are profiled but skipped)")
+        result = _profile(args)
+        profile_path, events, skip, wall = result.profile_path, result.events, result.skip_runs, result.wall
+        context = {"model": str(args.model), "metadata": result.metadata}
+    analysis = analyze(events, skip_runs=skip, top_n=args.top)
+    out_trace = Path(args.out_trace) if args.out_trace else profile_path.with_name(profile_path.stem + TRACE_SUFFIX)
+    write_chrome_trace(to_chrome_trace(events), out_trace)
+    if args.json:
+        print(json.dumps(_report(analysis, profile_path, out_trace, wall, context), allow_nan=False))
+    else:
+        _print(Console(), analysis, profile_path, out_trace, wall, context)
+    return 0
+
+
+def _profile(args: argparse.Namespace) -> ProfileResult:
+    from hase.graph import parse_input_shapes
+
+    ep = EPConfig(name=args.ep, ep=args.ep, intra_op_threads=args.threads, opt_level=args.opt_level)
+    return profile_model(args.model, ep, runs=args.runs, warmup=args.warmup,
+                         input_shapes=parse_input_shapes(args.input_shape), workdir=args.workdir)
+
+
+# ---------------------------------------------------------------- JSON
+
+
+def _report(a: ProfileAnalysis, profile: Path, trace: Path, wall: Timing | None,
+            context: dict[str, Any]) -> dict[str, Any]:
+    """One JSON-able object: numbers as numbers (NaN -> null), µs unless a key says otherwise."""
+    return _clean({
+        **context,
+        "profile": str(profile), "trace": str(trace), "skip_runs": a.skip_runs,
+        "n_runs": int(a.summary[P.N_RUNS]),
+        "wall_ms": None if wall is None else {"median": wall.median_ms, "p10": wall.p10_ms, "p90": wall.p90_ms,
+                                              "n": wall.n},
+        "decomposition_us": {k: a.summary[k] for k in P.DECOMPOSITION_COLUMNS if k != P.RUN_ID},
+        "decomposition_per_run": a.per_run.to_dict("records"),
+        "op_types": a.op_types.to_dict("records"),
+        "top_nodes": a.top.to_dict("records"),
+        "providers": a.providers.to_dict("records"),
+        "findings": a.findings,
+    })
+
+
+def _clean(value: Any) -> Any:
+    """numpy scalars -> Python numbers, NaN -> None, recursively."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+# ---------------------------------------------------------------- terminal
+
+
+def _print(console: Console, a: ProfileAnalysis, profile: Path, trace: Path, wall: Timing | None,
+           context: dict[str, Any]) -> None:
+    meta = context.get("metadata", {})
+    where = f" on {meta['execution_provider']} ({meta['intra_op_threads']} intra-op threads, " \
+            f"opt {meta['opt_level']})" if meta else ""
+    source = context.get("model", str(profile))
+    console.print(f"[bold]{escape(source)}[/bold]{where}: median of {int(a.summary[P.N_RUNS])} runs "
+                  f"(skipped {a.skip_runs} warm-up)")
+    console.print(_decomposition_table(a.summary, wall))
+    provider = [("provider", P.PROVIDER, str)] if len(a.providers) > 1 else []
+    console.print(_frame_table("Per op type (sum of per-node medians)", a.op_types.head(15), [
+        ("op type", P.OP_TYPE, str), *provider, ("nodes", P.N_NODES, _count), ("kernel ms", P.KERNEL_TIME_US, _ms),
+        ("span ms", P.SPAN_US, _ms), ("share", P.KERNEL_TIME_SHARE, _pct)]))
+    console.print(_frame_table(f"Top {len(a.top)} nodes by span", a.top, [
+        ("node", P.NODE_NAME, _tail), ("op type", P.OP_TYPE, str), *provider, ("span ms", P.SPAN_US, _ms),
+        ("kernel ms", P.KERNEL_TIME_US, _ms), ("share", P.KERNEL_TIME_SHARE, _pct)]))
+    providers = _frame_table("Providers", a.providers, [
+        ("provider", P.PROVIDER, str), ("nodes", P.N_NODES, _count), ("kernel ms", P.KERNEL_TIME_US, _ms),
+        ("share", P.KERNEL_TIME_SHARE, _pct)])
+    providers.caption = f"Memcpy nodes per run: {int(a.summary[P.N_MEMCPY_NODES])}"
+    console.print(providers)
+    if a.findings:
+        console.print("[bold]Findings[/bold]")
+        for finding in a.findings:
+            console.print(f"  • {finding}", markup=False)
+    console.print(f"profile: {profile}", markup=False)
+    console.print(f"trace:   {trace}  (open in https://ui.perfetto.dev)", markup=False)
+
+
+def _decomposition_table(summary: pd.Series, wall: Timing | None) -> Table:
+    table = Table(title="Where a model_run's time goes (median over runs)")
+    for col, justify in (("", "left"), ("ms", "right"), ("% of model_run", "right"), ("meaning", "left")):
+        table.add_column(col, justify=justify)
+    run = float(summary[P.MODEL_RUN_US])
+    for key, (label, meaning) in P.METRICS.items():
+        value = float(summary[key])
+        if key == P.NODE_OVERLAP_US and not value:
+            continue
+        share = _pct(value / run) if run > 0 and math.isfinite(value) else ""
+        table.add_row(label, _ms(value), share, meaning)
+    if wall is not None:
+        table.add_row("session.run wall clock", f"{wall.median_ms:.3f}", "",
+                      f"perf_counter around session.run, profiler on (p10 {wall.p10_ms:.3f}, "
+                      f"p90 {wall.p90_ms:.3f}, n={wall.n})")
+    return table
+
+
+def _frame_table(title: str, df: pd.DataFrame, columns: list[tuple[str, str, Any]]) -> Table:
+    table = Table(title=title)
+    for header, _, fmt in columns:
+        text = fmt in (str, _tail)
+        table.add_column(header, justify="left" if text else "right", overflow="fold")
+    for row in df.to_dict("records"):
+        table.add_row(*(Text(fmt(row[col])) for _, col, fmt in columns))
+    return table
+
+
+def _tail(name: str, width: int = 32) -> str:
+    """The end of a long node name, where exported names keep what tells nodes apart."""
+    return name if len(name) <= width else "…" + name[-(width - 1):]
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1e3:.3f}" if math.isfinite(us) else "n/a"
+
+
+def _count(n: float) -> str:
+    return str(int(n))
+
+
+def _pct(frac: float) -> str:
+    return f"{frac:.1%}"
