@@ -146,3 +146,11 @@ def test_bad_device_config(tmp_path, fast_config):
     cfg = coll.load_collect_config(cuda)
     with Store(tmp_path / "s.sqlite") as s, pytest.raises(HaseError, match="CUDAExecutionProvider is not available"):
         coll.collect([], cfg, s)
+
+
+def test_cuda_unavailable_is_an_error_and_writes_nothing(tmp_path, capsys):
+    store = tmp_path / "s.sqlite"
+    assert main(["collect", "--ep", "cuda", "--zoo", "none", "--store", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert "CUDAExecutionProvider is not available" in err and "Traceback" not in err
+    assert not store.exists()

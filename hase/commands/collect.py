@@ -11,6 +11,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from hase import collect as coll
+from hase import runtime
+from hase.runtime import EPConfig
 from hase.store import Store
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", action="append", default=[], metavar="PATH", help="also collect this model; repeatable")
     p.add_argument("--devices", default="configs/devices.toml", help="device configurations and timing settings")
     p.add_argument("--device", action="append", metavar="NAME", help="only this device config (repeatable)")
+    p.add_argument("--ep", choices=["cpu", "cuda"],
+                   help="measure on this execution provider only (device name '<ep>-<threads>t'), "
+                        "with the timing settings of --devices; CUDA where unavailable is an error")
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads with --ep (default 1)")
     p.add_argument("--store", default="data/hase.sqlite", help="the measurement store (SQLite)")
     p.add_argument("--limit", type=int, default=None, help="collect at most N models (for a quick look)")
     p.set_defaults(func=run)
@@ -58,6 +64,11 @@ def gather_sources(args: argparse.Namespace) -> tuple[list, int | None]:
 
 def run(args: argparse.Namespace) -> int:
     cfg = coll.load_collect_config(args.devices, args.device)
+    if args.ep:
+        ep = EPConfig(name=f"{args.ep}-{args.threads}t", ep=args.ep, intra_op_threads=args.threads)
+        cfg = coll.CollectConfig((ep,), cfg.settings)
+    for ep in cfg.devices:
+        runtime.check_provider(ep)  # before anything is written
     sources, total = gather_sources(args)
     console = Console(stderr=True)
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
