@@ -1,0 +1,107 @@
+"""Read a zoo config (TOML) into validated `ModelSpec`s.
+
+Format::
+
+    seed = 0        # weights come from numpy's Generator seeded with (seed, model name)
+    opset = 17      # default-domain opset of every model (17..20)
+
+    [[families.resnet]]     # one grid: the cartesian product of the listed values
+    depth = [18, 50]        # a list means "each of these"
+    width = 0.5             # a scalar is a single value
+    resolution = [64, 96]
+    batch = 1               # parameters left out take the family's default
+
+    [[families.resnet]]     # more grids for the same family are allowed; duplicates are dropped
+    depth = 10
+
+A family given as a single table (``[families.gpt]``) is one grid.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from hase.errors import HaseError
+from hase.zoo.layers import IR_VERSIONS
+from hase.zoo.registry import ModelSpec, families, get_family
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+log = logging.getLogger(__name__)
+
+TOP_LEVEL_KEYS = ("seed", "opset", "families")
+
+
+@dataclass(frozen=True)
+class ZooConfig:
+    """A parsed zoo config: its name (the file stem), weight seed, opset and the variants in file order."""
+
+    name: str
+    seed: int
+    opset: int
+    specs: tuple[ModelSpec, ...]
+
+
+def read_zoo_config(path: str | Path) -> ZooConfig:
+    """Parse and validate the TOML zoo config at `path`; every problem raises HaseError naming the fix."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise HaseError(f"zoo config {str(path)!r} not found: pass --config with an existing .toml file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise HaseError(f"zoo config {str(path)!r} is not valid TOML ({exc}): fix the syntax") from None
+    return parse_zoo_config(data, path.stem)
+
+
+def load_zoo_config(path: str | Path) -> list[ModelSpec]:
+    """The model variants a zoo config describes, in file order, duplicates dropped."""
+    return list(read_zoo_config(path).specs)
+
+
+def parse_zoo_config(data: Mapping[str, Any], name: str) -> ZooConfig:
+    """Validate an already-parsed config mapping (see the module docstring for the format)."""
+    unknown = sorted(set(data) - set(TOP_LEVEL_KEYS))
+    if unknown:
+        raise HaseError(f"unknown key(s) {unknown} in zoo config {name!r}: use only {list(TOP_LEVEL_KEYS)}")
+    seed, opset = data.get("seed", 0), data.get("opset", 17)
+    if type(seed) is not int or seed < 0:
+        raise HaseError(f"seed = {seed!r} in zoo config {name!r} is invalid: use an integer >= 0")
+    if type(opset) is not int or opset not in IR_VERSIONS:
+        raise HaseError(f"opset = {opset!r} in zoo config {name!r} is not supported: use one of {sorted(IR_VERSIONS)}")
+    groups = data.get("families", {})
+    if not isinstance(groups, Mapping) or not groups:
+        known = [f.name for f in families()]
+        raise HaseError(f"zoo config {name!r} lists no families: add [[families.NAME]] tables, NAME one of {known}")
+    specs: dict[str, ModelSpec] = {}
+    for family_name, grids in groups.items():
+        for spec in _expand_family(family_name, grids):
+            if spec.name in specs:
+                log.debug("dropping duplicate variant %s", spec.name)
+            specs.setdefault(spec.name, spec)
+    return ZooConfig(name, seed, opset, tuple(specs.values()))
+
+
+def _expand_family(family_name: str, grids: Any) -> list[ModelSpec]:
+    """All variants of one family: each grid is expanded to the cartesian product of its values."""
+    family = get_family(family_name)
+    grids = [grids] if isinstance(grids, Mapping) else grids
+    if not isinstance(grids, list) or not all(isinstance(grid, Mapping) for grid in grids):
+        raise HaseError(f"families.{family_name} must be a table or an array of tables ([[families.{family_name}]])")
+    specs = []
+    for grid in grids:
+        keys = list(grid)
+        choices = [v if isinstance(v, list) else [v] for v in grid.values()]
+        for key, values in zip(keys, choices):
+            if not values:
+                raise HaseError(f"families.{family_name}.{key} is an empty list: give at least one value")
+        for combo in itertools.product(*choices):
+            specs.append(family.spec(dict(zip(keys, combo))))
+    return specs

@@ -1,0 +1,319 @@
+"""Tests of hase.zoo: every family builds a valid, runnable, deterministic model; configs; ensure_zoo; CLI."""
+from __future__ import annotations
+
+import csv
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from hase import zoo
+from hase.cli import main
+from hase.errors import HaseError
+from hase.zoo import registry
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+# One small variant per family, and the output shapes it must produce.
+SMALL = {
+    "alexnet": ({"width": 0.25, "resolution": 64, "batch": 2}, {"logits": (2, 1000)}),
+    "vgg": ({"depth": 11, "width": 0.125, "bn": True, "resolution": 32}, {"logits": (1, 1000)}),
+    "resnet": ({"depth": 50, "width": 0.125, "resolution": 64}, {"logits": (1, 1000)}),
+    "densenet": ({"depth": 45, "growth": 8, "resolution": 32}, {"logits": (1, 1000)}),
+    "squeezenet": ({"version": "1.0", "width": 0.25, "resolution": 64}, {"logits": (1, 1000)}),
+    "googlenet": ({"width": 0.25, "kernel": 3, "resolution": 64}, {"logits": (1, 1000)}),
+    "mobilenetv1": ({"width": 0.25, "kernel": 5, "repeats": 1, "resolution": 64}, {"logits": (1, 1000)}),
+    "mobilenetv2": ({"width": 0.35, "kernel": 7, "resolution": 64}, {"logits": (1, 1000)}),
+    "mobilenetv3": ({"mode": "small", "width": 0.5, "resolution": 64, "batch": 2}, {"logits": (2, 1000)}),
+    "shufflenetv2": ({"width": 0.5, "kernel": 5, "resolution": 64}, {"logits": (1, 1000)}),
+    "mnasnet": ({"width": 0.5, "resolution": 64}, {"logits": (1, 1000)}),
+    "proxylessnas": ({"target": "cpu", "width": 0.5, "resolution": 64}, {"logits": (1, 1000)}),
+    "bert": ({"layers": 2, "hidden": 64, "heads": 4, "seq": 16, "batch": 2, "vocab": 100},
+             {"last_hidden_state": (2, 16, 64), "pooler_output": (2, 64)}),
+    "gpt": ({"layers": 2, "hidden": 64, "heads": 2, "seq": 16, "vocab": 100}, {"logits": (1, 16, 100)}),
+}
+TRANSFORMER_STYLES = [
+    {"gelu": "erf", "linear": "matmul", "scale": "div"},
+    {"gelu": "tanh", "linear": "gemm", "scale": "mul"},
+]
+
+
+def _spec(family: str, **overrides) -> zoo.ModelSpec:
+    return zoo.get_family(family).spec({**SMALL[family][0], **overrides})
+
+
+def _feeds(model: onnx.ModelProto, vocab: int = 100) -> dict[str, np.ndarray]:
+    """Valid inputs: images in [0, 1), token ids inside the vocabulary, attention masks of 0/1."""
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for inp in model.graph.input:
+        shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]
+        if inp.name == "attention_mask":
+            mask = np.ones(shape, np.int64)
+            mask[0, shape[1] // 2:] = 0  # padding in the first sequence
+            feeds[inp.name] = mask
+        elif inp.type.tensor_type.elem_type == onnx.TensorProto.INT64:
+            feeds[inp.name] = rng.integers(0, vocab, shape, dtype=np.int64)
+        else:
+            feeds[inp.name] = rng.random(shape, dtype=np.float32)
+    return feeds
+
+
+def _run(model: onnx.ModelProto, level=ort.GraphOptimizationLevel.ORT_ENABLE_ALL) -> dict[str, np.ndarray]:
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.graph_optimization_level = level
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(None, _feeds(model))))
+
+
+def _optimized_ops(model: onnx.ModelProto, tmp_path: Path) -> Counter:
+    """(domain, op_type) counts of the graph ORT saves after ORT_ENABLE_EXTENDED optimizations."""
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    so.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    optimized = onnx.load(so.optimized_model_filepath)
+    return Counter((n.domain or "ai.onnx", n.op_type) for n in optimized.graph.node)
+
+
+def _write_config(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+TINY_CONFIG = """
+seed = 3
+opset = 17
+[families]
+resnet = [{ depth = 10, width = 0.125, resolution = 32 }]
+mobilenetv3 = [{ mode = "small", width = 0.25, resolution = 32 }]
+gpt = [{ layers = 1, hidden = 32, heads = 2, seq = 8, vocab = 64 }]
+"""
+
+
+# ---- families -----------------------------------------------------------------------------------------
+def test_small_variants_cover_every_registered_family():
+    assert sorted(SMALL) == sorted(f.name for f in zoo.families())
+    assert len(SMALL) >= 14
+
+
+@pytest.mark.parametrize("family", sorted(SMALL))
+def test_family_builds_checks_and_runs(family):
+    model = zoo.build_model(_spec(family))
+    onnx.checker.check_model(model, full_check=True)
+    assert model.opset_import[0].version == 17 and model.ir_version == 8
+    outputs = _run(model)
+    assert {k: v.shape for k, v in outputs.items()} == SMALL[family][1]
+    for name, value in outputs.items():
+        assert np.isfinite(value).all(), f"{family}: {name} has non-finite values"
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt"])
+@pytest.mark.parametrize("style", TRANSFORMER_STYLES, ids=["erf-matmul-div", "tanh-gemm-mul"])
+def test_transformer_styles_run(family, style):
+    model = zoo.build_model(_spec(family, **style))
+    onnx.checker.check_model(model, full_check=True)
+    ops = {n.op_type for n in model.graph.node}
+    assert ("Erf" in ops) == (style["gelu"] == "erf") and ("Pow" in ops) == (style["gelu"] == "tanh")
+    assert ("Gemm" in ops) == (style["linear"] == "gemm" or family == "bert")  # BERT's pooler is a Gemm
+    assert all(np.isfinite(v).all() for v in _run(model).values())
+
+
+def test_gpt_without_lm_head_returns_hidden_states():
+    outputs = _run(zoo.build_model(_spec("gpt", lm_head=False, linear="gemm")))
+    assert {k: v.shape for k, v in outputs.items()} == {"last_hidden_state": (1, 16, 64)}
+
+
+def test_bert_mask_changes_only_what_it_should():
+    """Padding tokens must not influence unpadded positions: the mask is really applied."""
+    model = zoo.build_model(_spec("bert", batch=1))
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    ids = np.arange(16, dtype=np.int64)[None] % 100
+    mask = np.array([[1] * 8 + [0] * 8], dtype=np.int64)
+    a = sess.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask})[0]
+    ids_b = ids.copy()
+    ids_b[0, 8:] = 7  # change only padded tokens
+    b = sess.run(["last_hidden_state"], {"input_ids": ids_b, "attention_mask": mask})[0]
+    np.testing.assert_allclose(a[0, :8], b[0, :8], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("opset", [18, 20])
+def test_newer_opsets_build_and_run(opset):
+    for family in ("shufflenetv2", "mnasnet", "gpt"):  # ReduceMean axes move to an input at opset 18
+        model = zoo.build_model(_spec(family), opset=opset)
+        onnx.checker.check_model(model, full_check=True)
+        assert model.opset_import[0].version == opset and model.ir_version in (8, 9)
+        assert all(np.isfinite(v).all() for v in _run(model).values())
+
+
+def test_build_is_deterministic_and_seeded():
+    spec = _spec("mobilenetv3")
+    first = zoo.build_model(spec, seed=1).SerializeToString()
+    assert zoo.build_model(spec, seed=1).SerializeToString() == first
+    assert zoo.build_model(spec, seed=2).SerializeToString() != first
+
+
+def test_model_names_and_metadata():
+    spec = zoo.get_family("resnet").spec({"depth": 18, "width": 0.5, "resolution": 64})
+    assert spec.name == "resnet_d18_w0.5_r64_b1"
+    assert spec.params == (("depth", 18), ("width", 0.5), ("resolution", 64), ("batch", 1))
+    assert hash(spec) == hash(zoo.ModelSpec(spec.family, spec.name, spec.params))
+    meta = {p.key: p.value for p in zoo.build_model(spec).metadata_props}
+    assert meta["hase.family"] == "resnet" and '"depth":18' in meta["hase.params"]
+
+
+def test_fused_ops_appear_for_resnet_and_bert(tmp_path):
+    resnet = _optimized_ops(zoo.build_model(_spec("resnet")), tmp_path)
+    assert resnet[("com.microsoft", "FusedConv")] > 0
+    assert resnet[("ai.onnx", "BatchNormalization")] == 0  # folded into the convolutions
+    bert = _optimized_ops(zoo.build_model(_spec("bert")), tmp_path)
+    fused = {op for domain, op in bert if domain == "com.microsoft"}
+    assert fused & {"Gelu", "BiasGelu", "FastGelu"}, fused
+    assert fused & {"SkipLayerNormalization", "Attention", "EmbedLayerNormalization"}, fused
+
+
+# ---- errors -------------------------------------------------------------------------------------------
+def test_unknown_family_and_parameter_list_known_ones():
+    with pytest.raises(HaseError, match=r"unknown model family 'resnt'.*'resnet'"):
+        zoo.get_family("resnt")
+    with pytest.raises(HaseError, match=r"unknown parameter\(s\) \['dept'\].*'depth'"):
+        zoo.get_family("resnet").spec({"dept": 18})
+
+
+def test_bad_parameter_values():
+    with pytest.raises(HaseError, match=r"resnet.depth = 19 is not supported: use one of \[10, 18"):
+        zoo.get_family("resnet").spec({"depth": 19})
+    with pytest.raises(HaseError, match=r"resnet.width = 'wide' has the wrong type"):
+        zoo.get_family("resnet").spec({"width": "wide"})
+    with pytest.raises(HaseError, match=r"batch = 0 is too small"):
+        zoo.get_family("resnet").spec({"batch": 0})
+    with pytest.raises(HaseError, match=r"hidden=100 is not divisible by heads=3"):
+        zoo.get_family("bert").spec({"hidden": 100, "heads": 3})
+
+
+def test_too_small_resolution_is_a_clear_error():
+    with pytest.raises(HaseError, match=r"alexnet_w0.25_r16_b1: the input resolution is too small.*resolution"):
+        zoo.build_model(zoo.get_family("alexnet").spec({"width": 0.25, "resolution": 16}))
+
+
+def test_registry_rejects_duplicates():
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.register_family("resnet")(lambda g, p: None)
+
+
+@pytest.mark.parametrize("text, match", [
+    ("[families]\nresnett = [{}]", r"unknown model family 'resnett': use one of \[.*'resnet'"),
+    ("[families]\nresnet = [{ depth = 18, colour = 1 }]", r"unknown parameter\(s\) \['colour'\] for family 'resnet'"),
+    ("[families]\nresnet = [{ depth = [] }]", r"families.resnet.depth is an empty list"),
+    ("[families]\nresnet = 3", r"families.resnet must be a table or an array of tables"),
+    ("opset = 13\n[families]\nresnet = [{}]", r"opset = 13 .* is not supported: use one of \[17, 18, 19, 20\]"),
+    ("seed = -1\n[families]\nresnet = [{}]", r"seed = -1 .* use an integer >= 0"),
+    ("sead = 1\n[families]\nresnet = [{}]", r"unknown key\(s\) \['sead'\].*use only"),
+    ("seed = 1", r"lists no families"),
+    ("[families\n", r"is not valid TOML"),
+])
+def test_bad_config_raises(tmp_path, text, match):
+    with pytest.raises(HaseError, match=match):
+        zoo.load_zoo_config(_write_config(tmp_path / "bad.toml", text))
+
+
+def test_missing_config_raises(tmp_path):
+    with pytest.raises(HaseError, match=r"not found: pass --config"):
+        zoo.load_zoo_config(tmp_path / "missing.toml")
+
+
+# ---- configs ------------------------------------------------------------------------------------------
+def test_grid_config_expands_and_dedupes(tmp_path):
+    path = _write_config(tmp_path / "grid.toml", """
+[[families.resnet]]
+depth = [10, 18]
+width = 0.25
+resolution = [32, 64]
+
+[[families.resnet]]
+depth = 10
+width = 0.25
+resolution = 32
+""")
+    names = [s.name for s in zoo.load_zoo_config(path)]
+    assert names == ["resnet_d10_w0.25_r32_b1", "resnet_d10_w0.25_r64_b1",
+                     "resnet_d18_w0.25_r32_b1", "resnet_d18_w0.25_r64_b1"]
+
+
+def test_shipped_configs_are_valid_and_sized():
+    small = zoo.read_zoo_config(CONFIGS / "zoo_small.toml")
+    per_family = Counter(s.family for s in small.specs)
+    assert set(per_family) == {f.name for f in zoo.families()}
+    assert 40 <= len(small.specs) <= 60 and all(2 <= n <= 5 for n in per_family.values())
+    for spec in small.specs:
+        p = spec.kwargs()
+        assert p.get("resolution", 64) <= 128 and p["batch"] <= 2
+        assert p.get("seq", 16) <= 128 and p.get("layers", 1) <= 4
+    full = zoo.load_zoo_config(CONFIGS / "zoo_full.toml")
+    assert len(full) >= 200 and {s.family for s in full} == set(per_family)
+    assert len({s.name for s in full}) == len(full)
+
+
+# ---- ensure_zoo and the CLI ---------------------------------------------------------------------------
+def test_ensure_zoo_writes_atomically_skips_existing_and_indexes(tmp_path):
+    config = _write_config(tmp_path / "tiny.toml", TINY_CONFIG)
+    out = tmp_path / "zoo"
+    entries = list(zoo.ensure_zoo(config, out))
+    folder = out / "tiny"
+    assert [e.built for e in entries] == [True, True, True]
+    assert all(e.path.parent == folder and e.path.exists() for e in entries)
+    assert sorted(p.name for p in folder.iterdir()) == sorted([e.path.name for e in entries] + ["index.csv"])
+    with (folder / "index.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert tuple(rows[0]) == zoo.INDEX_COLUMNS and [r["name"] for r in rows] == [e.spec.name for e in entries]
+    assert all(int(r["size_bytes"]) == (folder / r["file"]).stat().st_size for r in rows)
+    assert rows[0]["seed"] == "3" and int(rows[0]["n_nodes"]) > 0
+
+    before = {e.path: e.path.stat().st_mtime_ns for e in entries[1:]}
+    entries[0].path.unlink()
+    (folder / "index.csv").unlink()  # rows of existing files are recomputed from the files
+    again = list(zoo.ensure_zoo(config, out))
+    assert [e.built for e in again] == [True, False, False]
+    assert {e.path: e.path.stat().st_mtime_ns for e in again[1:]} == before
+    assert entries[0].path.read_bytes() == zoo.build_model(entries[0].spec, seed=3).SerializeToString()
+    with (folder / "index.csv").open(newline="") as f:
+        assert list(csv.DictReader(f)) == rows
+
+    entries[2].path.write_bytes(b"not onnx")
+    (folder / "index.csv").unlink()
+    with pytest.raises(HaseError, match=r"is not a readable ONNX model .*delete it and rerun"):
+        list(zoo.ensure_zoo(config, out))
+
+
+def test_interrupted_build_leaves_no_partial_file(tmp_path, monkeypatch):
+    config = _write_config(tmp_path / "tiny.toml", TINY_CONFIG)
+    folder = tmp_path / "zoo" / "tiny"
+    it = zoo.ensure_zoo(config, tmp_path / "zoo")
+    next(it)
+    it.close()  # stopping early writes no index
+    assert [p.name for p in folder.iterdir()] == ["resnet_d10_w0.125_r32_b1.onnx"]
+
+    def fail(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("hase.zoo.build.os.replace", fail)
+    with pytest.raises(KeyboardInterrupt):
+        list(zoo.ensure_zoo(config, tmp_path / "zoo"))
+    assert [p.name for p in folder.iterdir()] == ["resnet_d10_w0.125_r32_b1.onnx"]  # no temp, no partial
+
+
+def test_cli_builds_and_lists(tmp_path, capsys):
+    config = _write_config(tmp_path / "tiny.toml", TINY_CONFIG)
+    assert main(["zoo", "--config", str(config), "--list"]) == 0
+    assert "gpt_l1_h32_a2_s8_b1_v64_tanh_matmul_mul_lm1" in capsys.readouterr().out
+    assert not (tmp_path / "zoo").exists()
+    assert main(["zoo", "--config", str(config), "--out", str(tmp_path / "zoo")]) == 0
+    assert "mobilenetv3" in capsys.readouterr().out
+    assert len(list((tmp_path / "zoo" / "tiny").glob("*.onnx"))) == 3
+    assert main(["zoo", "--config", str(tmp_path / "nope.toml")]) == 2
+    assert "not found" in capsys.readouterr().err
