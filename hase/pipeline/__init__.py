@@ -1,0 +1,34 @@
+"""Multi-stage pipeline profiler: stages on ONNX Runtime / OpenVINO / Python executors, streamed with real
+overlap, traced per inference, analysed with pandas, exported to Chrome trace / CSV / JSON.
+
+Typical use::
+
+    from hase.pipeline import load_pipeline_config, run_pipeline, summarize, write_chrome_trace
+    cfg = load_pipeline_config("configs/pipeline_example.toml")
+    run = run_pipeline(cfg.spec, batches=200)
+    print(summarize(run).bottleneck)
+    write_chrome_trace(run, "pipeline_trace.json")
+"""
+from hase.pipeline.analysis import (cycle_table, data_parallel_batches, data_parallel_table, device_table,
+                                    stage_times, track_table, union_ns)
+from hase.pipeline.build import PreparedPipeline, prepare
+from hase.pipeline.chrome import write_chrome_trace
+from hase.pipeline.config import PipelineConfig, load_pipeline_config, pipeline_from_dict, simulation_spec
+from hase.pipeline.dummy import matmul_chain, write_matmul_chain
+from hase.pipeline.export import read_events_csv, write_events_csv
+from hase.pipeline.predict import PipelinePrediction, compare, predict_pipeline
+from hase.pipeline.runner import PipelineFailed, PipelineRun, StageFailure, run_pipeline, stream
+from hase.pipeline.spec import (DummyModel, ExecutorSpec, Partition, PipelineSpec, StageSpec, data_parallel_stage,
+                                single_stage)
+from hase.pipeline.summary import PipelineSummary, summarize, summary_dict, summary_text
+
+__all__ = [
+    "DummyModel", "ExecutorSpec", "Partition", "PipelineSpec", "StageSpec", "single_stage", "data_parallel_stage",
+    "PipelineConfig", "load_pipeline_config", "pipeline_from_dict", "simulation_spec",
+    "matmul_chain", "write_matmul_chain", "PreparedPipeline", "prepare",
+    "PipelineRun", "PipelineFailed", "StageFailure", "run_pipeline", "stream",
+    "union_ns", "track_table", "device_table", "stage_times", "cycle_table", "data_parallel_batches",
+    "data_parallel_table", "PipelineSummary", "summarize", "summary_dict", "summary_text",
+    "write_chrome_trace", "write_events_csv", "read_events_csv",
+    "PipelinePrediction", "predict_pipeline", "compare",
+]

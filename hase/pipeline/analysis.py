@@ -1,0 +1,174 @@
+"""Pipeline analysis (pandas, pure functions): utilization, bubbles, concurrency penalty, data-parallel
+breakdown, per-cycle stage times and the bottleneck.
+
+Definitions (all over the events of one run; the wall span is first event start -> last event end):
+- wall utilization of a track or device = union of its busy intervals / wall span (never above 1);
+- hardware utilization = sum of backend-reported HW time / wall span (per device it can exceed 1 when
+  several streams of the device compute at once: it is then the mean number of busy streams);
+- bubble = gap between the end of one inference and the start of the next on the same executor;
+- concurrency penalty = wall - HW time of an inference;
+- data-parallel stage time = partition + max(device wall) + sync-and-merge; a single stage's time is its
+  inference wall time; cycle latency (per batch) = max over stages; bottleneck = the stage with the largest
+  mean stage time per stream (the one that limits throughput).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hase.pipeline import schema as S
+
+WORK_KINDS = (S.INFER, S.PARTITION, S.MERGE)
+MS = 1e6
+
+
+def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Total length of the union of intervals [start, end): overlapping busy time counts once.
+
+    Example: [0, 10) and [5, 20) and [30, 40) -> 30.
+    """
+    if len(starts) == 0:
+        return 0
+    order = np.argsort(starts, kind="stable")
+    s, e = np.asarray(starts)[order], np.asarray(ends)[order]
+    reach = np.maximum.accumulate(e)
+    new_block = np.r_[True, s[1:] > reach[:-1]]
+    block = np.cumsum(new_block) - 1
+    lo = pd.Series(s).groupby(block).min().to_numpy()
+    hi = pd.Series(reach).groupby(block).max().to_numpy()
+    return int((hi - lo).sum())
+
+
+def wall_span_ns(events: pd.DataFrame) -> int:
+    """First start -> last end over all work events (inference, partition, merge)."""
+    work = events[events[S.KIND].isin(WORK_KINDS)]
+    return int(work[S.END_NS].max() - work[S.TS_NS].min()) if len(work) else 0
+
+
+def gaps_ns(events: pd.DataFrame) -> np.ndarray:
+    """Idle gaps between consecutive events of one track (end of n -> start of n+1), never negative."""
+    e = events.sort_values(S.TS_NS, kind="stable")
+    return np.clip(e[S.TS_NS].to_numpy()[1:] - e[S.END_NS].to_numpy()[:-1], 0, None)
+
+
+def track_table(events: pd.DataFrame, span_ns: int | None = None) -> pd.DataFrame:
+    """Per executor track: count, busy time, wall and HW utilization, bubbles, concurrency penalty."""
+    S.require_columns(events, S.EVENT_COLUMNS, "events")
+    span = span_ns or wall_span_ns(events)
+    infer = events[events[S.KIND] == S.INFER]
+    rows = []
+    for (tid, track), g in infer.groupby([S.TRACK_ID, S.TRACK], sort=True):
+        gaps = gaps_ns(g) / MS
+        rows.append({S.TRACK: track, S.STAGE: g[S.STAGE].iat[0], S.DEVICE: g[S.DEVICE].iat[0],
+                     S.STREAM: int(g[S.STREAM].iat[0]), S.EXECUTOR: int(g[S.EXECUTOR].iat[0]), S.N: len(g),
+                     **_busy(g, span), **_bubbles(gaps),
+                     S.PENALTY_MS: float((g[S.DUR_NS] - g[S.HW_NS]).mean() / MS)})
+    return pd.DataFrame(rows, columns=_TRACK_COLS)
+
+
+_TRACK_COLS = [S.TRACK, S.STAGE, S.DEVICE, S.STREAM, S.EXECUTOR, S.N, S.BUSY_MS, S.WALL_UTIL, S.HW_MS, S.HW_UTIL,
+               S.HW_COVERAGE, S.BUBBLE_MEAN_MS, S.BUBBLE_P50_MS, S.BUBBLE_P95_MS, S.PENALTY_MS]
+
+
+def _busy(g: pd.DataFrame, span: int) -> dict[str, float]:
+    busy = union_ns(g[S.TS_NS].to_numpy(), g[S.END_NS].to_numpy())
+    hw = g[S.HW_NS]
+    hw_sum = float(hw.sum()) if hw.notna().any() else np.nan
+    return {S.BUSY_MS: busy / MS, S.WALL_UTIL: busy / span if span else np.nan, S.HW_MS: hw_sum / MS,
+            S.HW_UTIL: hw_sum / span if span else np.nan,
+            S.HW_COVERAGE: float(hw.notna().mean()) if len(g) else np.nan}
+
+
+def _bubbles(gaps_ms: np.ndarray) -> dict[str, float]:
+    if gaps_ms.size == 0:
+        return {S.BUBBLE_MEAN_MS: np.nan, S.BUBBLE_P50_MS: np.nan, S.BUBBLE_P95_MS: np.nan}
+    p50, p95 = np.percentile(gaps_ms, [50, 95])
+    return {S.BUBBLE_MEAN_MS: float(gaps_ms.mean()), S.BUBBLE_P50_MS: float(p50), S.BUBBLE_P95_MS: float(p95)}
+
+
+def device_table(events: pd.DataFrame, span_ns: int | None = None) -> pd.DataFrame:
+    """Per device (host = partition/merge and Python functions): wall utilization from the union of all its
+    tracks' busy intervals, and HW utilization."""
+    S.require_columns(events, S.EVENT_COLUMNS, "events")
+    span = span_ns or wall_span_ns(events)
+    work = events[events[S.KIND].isin(WORK_KINDS)]
+    rows = [{S.DEVICE: dev, "tracks": int(g[S.TRACK_ID].nunique()), S.N: len(g), **_busy(g, span)}
+            for dev, g in work.groupby(S.DEVICE, sort=True)]
+    return pd.DataFrame(rows, columns=[S.DEVICE, "tracks", S.N, S.BUSY_MS, S.WALL_UTIL, S.HW_MS, S.HW_UTIL,
+                                       S.HW_COVERAGE])
+
+
+def stage_times(events: pd.DataFrame) -> pd.DataFrame:
+    """Each stage's time for each batch: inference wall time, or partition + max(device wall) + merge.
+
+    Only complete stage passes count (a data-parallel pass needs its partition, every executor and merge).
+    Returns long format: `stage_index, stage, batch_id, stage_ms`.
+    """
+    S.require_columns(events, S.EVENT_COLUMNS, "events")
+    dp = data_parallel_batches(events)
+    dp_stages = set(dp[S.STAGE]) if len(dp) else set()
+    single = events[(events[S.KIND] == S.INFER) & ~events[S.STAGE].isin(dp_stages)]
+    single = single.groupby([S.STAGE_INDEX, S.STAGE, S.BATCH], as_index=False)[S.DUR_NS].max()
+    single[S.STAGE_MS] = single[S.DUR_NS] / MS
+    parts = [single.drop(columns=[S.DUR_NS])]
+    if len(dp):
+        parts.append(dp.rename(columns={S.TOTAL_MS: S.STAGE_MS})[[S.STAGE_INDEX, S.STAGE, S.BATCH, S.STAGE_MS]])
+    out = pd.concat(parts, ignore_index=True)
+    return out.sort_values([S.BATCH, S.STAGE_INDEX], kind="stable").reset_index(drop=True)
+
+
+def data_parallel_batches(events: pd.DataFrame) -> pd.DataFrame:
+    """Per data-parallel stage and batch: partition, slowest device wall, sync-and-merge and total (ms)."""
+    host = events[events[S.KIND].isin((S.PARTITION, S.MERGE))]
+    cols = [S.STAGE_INDEX, S.STAGE, S.BATCH, S.PARTITION_MS, S.DEVICE_MAX_MS, S.MERGE_MS, S.TOTAL_MS]
+    if host.empty:
+        return pd.DataFrame(columns=cols)
+    key = [S.STAGE_INDEX, S.STAGE, S.BATCH]
+    h = host.pivot_table(index=key, columns=S.KIND, values=S.DUR_NS, aggfunc="sum")
+    infer = events[(events[S.KIND] == S.INFER) & events[S.STAGE].isin(host[S.STAGE].unique())]
+    n_exec = infer.groupby(S.STAGE)[S.EXECUTOR].nunique()
+    dev = infer.groupby(key).agg(device_max=(S.DUR_NS, "max"), executors=(S.EXECUTOR, "nunique"))
+    df = h.join(dev, how="inner").reset_index()
+    df = df[df["executors"] == df[S.STAGE].map(n_exec)].dropna(subset=[S.PARTITION, S.MERGE])
+    df[S.PARTITION_MS] = df[S.PARTITION] / MS
+    df[S.DEVICE_MAX_MS] = df["device_max"] / MS
+    df[S.MERGE_MS] = df[S.MERGE] / MS
+    df[S.TOTAL_MS] = df[S.PARTITION_MS] + df[S.DEVICE_MAX_MS] + df[S.MERGE_MS]
+    return df[cols].reset_index(drop=True)
+
+
+def data_parallel_table(events: pd.DataFrame) -> pd.DataFrame:
+    """Per data-parallel stage: mean/p95 of partition, each executor's wall, sync-and-merge and total (ms)."""
+    batches = data_parallel_batches(events)
+    rows: list[dict[str, Any]] = []
+    for (idx, stage), g in batches.groupby([S.STAGE_INDEX, S.STAGE], sort=True):
+        rows.append(_part_row(stage, "partition", "host", g[S.PARTITION_MS]))
+        infer = events[(events[S.KIND] == S.INFER) & (events[S.STAGE] == stage) & events[S.BATCH].isin(g[S.BATCH])]
+        for (j, dev), e in infer.groupby([S.EXECUTOR, S.DEVICE], sort=True):
+            rows.append(_part_row(stage, f"executor {j}", dev, e[S.DUR_NS] / MS))
+        rows.append(_part_row(stage, "sync+merge", "host", g[S.MERGE_MS]))
+        rows.append(_part_row(stage, "total", "", g[S.TOTAL_MS]))
+    return pd.DataFrame(rows, columns=[S.STAGE, "part", S.DEVICE, S.N, "mean_ms", "p95_ms"])
+
+
+def _part_row(stage: str, part: str, device: str, values: pd.Series) -> dict[str, Any]:
+    return {S.STAGE: stage, "part": part, S.DEVICE: device, S.N: len(values), "mean_ms": float(values.mean()),
+            "p95_ms": float(np.percentile(values, 95)) if len(values) else np.nan}
+
+
+def cycle_table(times: pd.DataFrame, stage_order: list[str] | None = None) -> pd.DataFrame:
+    """Per batch (cycle): one column of stage time per stage, `cycle_ms` = max of them, and the `bottleneck`.
+
+    Example: batch 3 with prep 1.0, embed 2.5, classify 0.7 -> cycle_ms 2.5, bottleneck "embed".
+    Only batches that went through every stage are kept.
+    """
+    S.require_columns(times, (S.STAGE, S.BATCH, S.STAGE_MS), "stage times")
+    order = stage_order or list(dict.fromkeys(times.sort_values(S.STAGE_INDEX)[S.STAGE]))
+    wide = times.pivot_table(index=S.BATCH, columns=S.STAGE, values=S.STAGE_MS, aggfunc="max")
+    wide = wide.reindex(columns=order).dropna()
+    wide.columns.name = None
+    wide[S.CYCLE_MS] = wide[order].max(axis=1)
+    wide[S.BOTTLENECK] = wide[order].idxmax(axis=1)
+    return wide.reset_index()

@@ -1,0 +1,143 @@
+"""Pipeline definitions from TOML (see configs/pipeline_example.toml and docs/pipeline.md) and the
+built-in simulation pipeline of `hase pipeline simulate`.
+
+Unknown keys are errors that list the known ones; model paths are relative to the config file.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+from hase.errors import HaseError
+from hase.pipeline.spec import DummyModel, ExecutorSpec, Partition, PipelineSpec, StageSpec
+
+PIPELINE_KEYS = {"name", "batch", "features", "input_shape", "queue_depth", "seed", "hw_profile_events",
+                 "max_events", "batches", "warmup"}
+EXECUTOR_KEYS = {"device", "model", "dummy", "function", "threads"}
+STAGE_KEYS = EXECUTOR_KEYS | {"name", "streams", "partition", "executors"}
+DUMMY_KEYS = {"width", "layers", "seed"}
+PARTITION_KEYS = {"axis", "ratios"}
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """A pipeline plus how `hase pipeline run` runs it by default."""
+
+    spec: PipelineSpec
+    batches: int = 100
+    warmup: int = 2
+
+
+def load_pipeline_config(path: str | Path) -> PipelineConfig:
+    """Read a pipeline TOML file; a missing file or bad key is a HaseError naming it."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise HaseError(f"pipeline config {path} not found; see configs/pipeline_example.toml") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise HaseError(f"pipeline config {path} is not valid TOML: {exc}") from exc
+    return pipeline_from_dict(data, base_dir=path.parent)
+
+
+def pipeline_from_dict(data: Mapping[str, Any], base_dir: str | Path = ".") -> PipelineConfig:
+    """Build a PipelineConfig from parsed TOML (`[pipeline]` table + `[[stages]]` array)."""
+    _check_keys(data, {"pipeline", "stages"}, "top level")
+    top = dict(data.get("pipeline", {}))
+    _check_keys(top, PIPELINE_KEYS, "[pipeline]")
+    stages = data.get("stages")
+    if not stages:
+        raise HaseError("the config has no [[stages]]; add at least one stage")
+    batches, warmup = int(top.pop("batches", 100)), int(top.pop("warmup", 2))
+    if "input_shape" in top:
+        top["input_shape"] = tuple(top["input_shape"])
+    spec = PipelineSpec(stages=tuple(_stage(s, Path(base_dir)) for s in stages), **top)
+    return PipelineConfig(spec, batches=batches, warmup=warmup)
+
+
+def _stage(d: Mapping[str, Any], base: Path) -> StageSpec:
+    _check_keys(d, STAGE_KEYS, f"stage {d.get('name', '?')!r}")
+    name = str(d.get("name", ""))
+    if "executors" in d:
+        inline = sorted(EXECUTOR_KEYS & set(d))
+        if inline:
+            raise HaseError(f"stage {name!r} has `executors` and also {inline}: put those inside each executor")
+        executors = tuple(_executor(e, base, name) for e in d["executors"])
+    else:
+        executors = (_executor({k: d[k] for k in EXECUTOR_KEYS if k in d}, base, name),)
+    part = d.get("partition")
+    partition = None
+    if part is not None:
+        _check_keys(part, PARTITION_KEYS, f"stage {name!r} partition")
+        partition = Partition(int(part.get("axis", 0)), tuple(part.get("ratios", ())))
+    return StageSpec(name, executors, streams=int(d.get("streams", 1)), partition=partition)
+
+
+def _executor(d: Mapping[str, Any], base: Path, stage: str) -> ExecutorSpec:
+    _check_keys(d, EXECUTOR_KEYS, f"stage {stage!r} executor")
+    own = dict(d)
+    dummy = None
+    if "dummy" in own:
+        _check_keys(own["dummy"], DUMMY_KEYS, f"stage {stage!r} dummy")
+        dummy = DummyModel(**own["dummy"])
+    model = None
+    if "model" in own:
+        model = Path(own["model"]) if Path(own["model"]).is_absolute() else base / own["model"]
+    fn = import_function(own["function"]) if "function" in own else None
+    device = own.get("device", "host" if fn is not None else "cpu")
+    try:
+        return ExecutorSpec(device=device, model=model, dummy=dummy, fn=fn, threads=int(own.get("threads", 1)))
+    except HaseError as exc:
+        raise HaseError(f"stage {stage!r}: {exc}") from exc
+
+
+def import_function(ref: str) -> Callable:
+    """`package.module:function` -> the callable (a host-side Python stage, e.g. graph preparation)."""
+    module, _, attr = ref.partition(":")
+    if not module or not attr:
+        raise HaseError(f"function {ref!r} must look like 'package.module:function'")
+    try:
+        fn = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise HaseError(f"cannot import function {ref!r}: {exc}; check the module is on PYTHONPATH") from exc
+    if not callable(fn):
+        raise HaseError(f"{ref!r} is not callable")
+    return fn
+
+
+def _check_keys(d: Mapping[str, Any], known: set[str], where: str) -> None:
+    if not isinstance(d, Mapping):
+        raise HaseError(f"{where} must be a table, got {type(d).__name__}")
+    unknown = sorted(set(d) - known)
+    if unknown:
+        raise HaseError(f"unknown keys {unknown} in {where}: use {sorted(known)}")
+
+
+def simulation_spec(*, batch: int = 8, width: int = 256, layers: int = 2,
+                    dp_devices: Sequence[str] = ("cpu", "cpu"), devices: Sequence[str] = ("cpu", "cpu"),
+                    queue_depth: int = 2, ratios: Sequence[float] | None = None) -> PipelineSpec:
+    """The built-in three-stage pipeline of dummy models: prep -> embed (data-parallel) -> classify.
+
+    `devices` are the first and last stages' devices, `dp_devices` the data-parallel stage's executors;
+    embed runs twice the layers of the other stages, so it is usually the bottleneck.
+    """
+    if len(devices) != 2 or len(dp_devices) < 2:
+        raise HaseError("simulation needs two devices (first, last stage) and two or more data-parallel devices")
+    dummy, heavy = DummyModel(width, layers), DummyModel(width, 2 * layers, seed=1)
+    return PipelineSpec(
+        name="simulation", batch=batch, features=width, queue_depth=queue_depth,
+        stages=(
+            StageSpec("prep", (ExecutorSpec(devices[0], dummy=dummy),)),
+            StageSpec("embed", tuple(ExecutorSpec(d, dummy=heavy) for d in dp_devices),
+                      partition=Partition(0, tuple(ratios or ()))),
+            StageSpec("classify", (ExecutorSpec(devices[1], dummy=DummyModel(width, layers, seed=2)),)),
+        ),
+    )

@@ -1,0 +1,139 @@
+"""The executor surface every backend offers: `submit(x)`, `wait() -> InferResult`, `finish()`, `close()`.
+
+OpenVINO is asynchronous by itself (start_async / wait). ONNX Runtime and Python functions run blocking;
+`BlockingAsync` gives them the same surface, inline (the run happens inside `wait`, for single-executor
+stages) or on the executor's own thread (data-parallel stages, so all executors of a stage run at once).
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Protocol
+
+import numpy as np
+
+from hase.errors import HaseError
+from hase.pipeline.devices import HOST, OPENVINO, ORT, Device, OpenVinoCore
+
+
+@dataclass(frozen=True)
+class InferResult:
+    """One finished inference: its output, when the backend finished, and what the backend reported.
+
+    `hw_ns`/`marshal_ns` are NaN when the backend reports them only after the run (ORT profiles, filled
+    by `run_index`). `flush_ns` > 0 when the ORT profiler was stopped right after this run.
+    """
+
+    output: np.ndarray
+    done_ns: int
+    run_index: int
+    hw_ns: float = np.nan
+    marshal_ns: float = np.nan
+    flush_ns: int = 0
+
+
+class Executor(Protocol):
+    """What the pipeline runner needs from a backend executor (one request in flight at a time)."""
+
+    device: str
+    input_shape: tuple[int | None, ...] | None
+    input_dtype: np.dtype | None
+
+    def submit(self, x: np.ndarray) -> None: ...
+
+    def wait(self) -> InferResult: ...
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray] | None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    """How executors are opened for one run: backend profiling on/off, threading, ORT profile location/budget."""
+
+    hardware: bool = True  # backend profiling: ORT profiler / OpenVINO PERF_COUNT (hardware time per run)
+    threaded: bool = False
+    profile_prefix: str | None = None
+    hw_profile_events: int = 20_000
+
+
+class BlockingAsync:
+    """submit/wait over a blocking `run(x) -> InferResult`: inline, or on one dedicated worker thread."""
+
+    def __init__(self, run: Callable[[np.ndarray], InferResult], threaded: bool, name: str) -> None:
+        self._run = run
+        self._pool = cf.ThreadPoolExecutor(1, thread_name_prefix=name) if threaded else None
+        self._pending: np.ndarray | None = None
+        self._future: cf.Future | None = None
+
+    def submit(self, x: np.ndarray) -> None:
+        if self._pool is not None:
+            self._future = self._pool.submit(self._run, x)
+        else:
+            self._pending = x
+
+    def wait(self) -> InferResult:
+        if self._future is not None:
+            fut, self._future = self._future, None
+            return fut.result()
+        if self._pending is None:
+            raise RuntimeError("wait() without submit()")
+        x, self._pending = self._pending, None
+        return self._run(x)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+
+class HostExecutor:
+    """A Python function as a pipeline executor on the host CPU (e.g. graph preparation in NumPy)."""
+
+    input_shape = None
+    input_dtype = None
+
+    def __init__(self, fn: Callable[[np.ndarray], np.ndarray], threaded: bool) -> None:
+        self.device = "host"
+        self._fn = fn
+        self._runs = 0
+        self._async = BlockingAsync(self._run, threaded, "hase-host")
+
+    def _run(self, x: np.ndarray) -> InferResult:
+        out = np.asarray(self._fn(x))
+        idx, self._runs = self._runs, self._runs + 1
+        return InferResult(out, time.perf_counter_ns(), idx)
+
+    def submit(self, x: np.ndarray) -> None:
+        self._async.submit(x)
+
+    def wait(self) -> InferResult:
+        return self._async.wait()
+
+    def finish(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self._async.close()
+
+
+def open_executor(device: Device, *, model: Path | None, fn: Callable[[np.ndarray], np.ndarray] | None,
+                  threads: int, options: ExecutorOptions, core: OpenVinoCore) -> Executor:
+    """Open one executor on `device`; a model that fails to load is a HaseError naming the file."""
+    if device.backend == HOST:
+        if fn is None:
+            raise HaseError("device 'host' runs a Python function; give `function`")
+        return HostExecutor(fn, options.threaded)
+    if model is None:
+        raise HaseError(f"device {device.name} needs a model (`model` or `dummy`)")
+    if device.backend == ORT:
+        from hase.pipeline.ort_backend import OrtExecutor
+
+        return OrtExecutor(model, device, threads, options)
+    if device.backend == OPENVINO:
+        from hase.pipeline.ov_backend import OvExecutor
+
+        return OvExecutor(model, device, threads, options, core)
+    raise HaseError(f"unknown backend {device.backend!r}")  # pragma: no cover - parse_device guards this

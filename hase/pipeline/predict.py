@@ -1,0 +1,111 @@
+"""Predicted stage times, cycle latency and throughput of a pipeline, and predicted vs measured side by side.
+
+The hook for Hase's latency predictors: pass any `model file -> latency (ms)` callable (or one per device).
+A data-parallel stage is predicted as the slowest executor on its own partition's model; partition and
+merge are CPU work no model predicts, so they are measured only (and the prediction says so).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Union
+
+import pandas as pd
+
+from hase.errors import HaseError
+from hase.pipeline import schema as S
+from hase.pipeline.build import PreparedPipeline
+from hase.pipeline.spec import PipelineSpec
+from hase.pipeline.summary import PipelineSummary
+
+LatencyPredictor = Callable[[Path], float]  # model file -> predicted latency of one inference, in ms
+Predictors = Union[LatencyPredictor, Mapping[str, LatencyPredictor]]  # one for all devices, or per device
+
+
+@dataclass(frozen=True)
+class PipelinePrediction:
+    """Per-stage predictions (`stage, streams, predicted_ms, per_stream_ms, note`) and pipeline figures.
+
+    `cycle_ms` is the largest predicted stage time; `throughput_per_s` the smallest stage capacity
+    (streams / stage time), which is 1 / cycle when every stage has one stream.
+    """
+
+    stages: pd.DataFrame
+    cycle_ms: float
+    throughput_per_s: float
+    bottleneck: str | None
+    complete: bool  # False when some stage could not be predicted (then cycle is a lower bound)
+
+
+def predict_pipeline(target: PipelineSpec | PreparedPipeline, predictors: Predictors) -> PipelinePrediction:
+    """Predict every stage's latency and the pipeline's cycle latency and throughput before running it.
+
+    Pass a PreparedPipeline when stages use dummy models (their files are written while preparing).
+    """
+    models = _stage_models(target)
+    spec = target.spec if isinstance(target, PreparedPipeline) else target
+    rows = []
+    for st, files in zip(spec.stages, models):
+        times = [_predict(predictors, ex.device, f) if f is not None else math.nan
+                 for ex, f in zip(st.executors, files)]
+        pred = max(times) if times and not any(math.isnan(t) for t in times) else math.nan
+        rows.append({S.STAGE: st.name, S.STREAMS: st.streams, S.PREDICTED_MS: pred,
+                     S.PER_STREAM_MS: pred / st.streams, S.NOTE: _note(st.data_parallel, times)})
+    df = pd.DataFrame(rows, columns=[S.STAGE, S.STREAMS, S.PREDICTED_MS, S.PER_STREAM_MS, S.NOTE])
+    known = df.dropna(subset=[S.PREDICTED_MS])
+    if known.empty:
+        return PipelinePrediction(df, math.nan, math.nan, None, False)
+    cycle = float(known[S.PREDICTED_MS].max())
+    throughput = float((1e3 * known[S.STREAMS] / known[S.PREDICTED_MS]).min())
+    bottleneck = str(known.loc[known[S.PER_STREAM_MS].idxmax(), S.STAGE])
+    return PipelinePrediction(df, cycle, throughput, bottleneck, len(known) == len(df))
+
+
+def _stage_models(target: PipelineSpec | PreparedPipeline) -> list[list[Path | None]]:
+    if isinstance(target, PreparedPipeline):
+        return [list(rt.models) for rt in target.stages]
+    if any(ex.dummy is not None for st in target.stages for ex in st.executors):
+        raise HaseError("this pipeline uses dummy models: prepare it first (hase.pipeline.prepare) and predict "
+                        "the PreparedPipeline, whose dummy model files exist")
+    return [[ex.model for ex in st.executors] for st in target.stages]
+
+
+def _predict(predictors: Predictors, device: str, model: Path) -> float:
+    if callable(predictors):
+        return float(predictors(model))
+    if device not in predictors:
+        raise HaseError(f"no latency predictor for device {device!r} (have {sorted(predictors)}); "
+                        f"add one or pass a single predictor for every device")
+    return float(predictors[device](model))
+
+
+def _note(data_parallel: bool, times: list[float]) -> str:
+    if any(math.isnan(t) for t in times):
+        return "not predicted: a Python-function executor has no model (measured only)"
+    if data_parallel:
+        return "slowest executor on its partition; partition and merge not predicted (measured only)"
+    return ""
+
+
+def compare(prediction: PipelinePrediction, measured: PipelineSummary) -> pd.DataFrame:
+    """Predicted vs measured, one row per figure: each stage's time (and a data-parallel stage's device
+    part), cycle latency and throughput. Columns: `figure, predicted, measured, error_pct, note`."""
+    rows = []
+    stages = measured.stages.set_index(S.STAGE) if len(measured.stages) else pd.DataFrame()
+    dp = measured.data_parallel
+    for r in prediction.stages.itertuples(index=False):
+        meas = float(stages.at[r.stage, S.STAGE_MS]) if r.stage in stages.index else math.nan
+        rows.append(_row(f"{r.stage} stage_ms", r.predicted_ms, meas, r.note))
+        if len(dp) and r.stage in set(dp[S.STAGE]):
+            dev = dp[(dp[S.STAGE] == r.stage) & dp["part"].str.startswith("executor")]["mean_ms"].max()
+            rows.append(_row(f"{r.stage} slowest device_ms", r.predicted_ms, float(dev), "device part only"))
+    lower = "" if prediction.complete else "prediction is a lower bound (unpredicted stages)"
+    rows.append(_row(S.CYCLE_MS, prediction.cycle_ms, measured.cycle_mean_ms, lower))
+    rows.append(_row("throughput_per_s", prediction.throughput_per_s, measured.throughput_per_s, lower))
+    return pd.DataFrame(rows, columns=["figure", "predicted", "measured", S.ERROR_PCT, S.NOTE])
+
+
+def _row(figure: str, predicted: float, measured: float, note: str) -> dict[str, object]:
+    err = (predicted - measured) / measured * 100 if measured and not math.isnan(measured) else math.nan
+    return {"figure": figure, "predicted": predicted, "measured": measured, S.ERROR_PCT: err, S.NOTE: note}

@@ -1,0 +1,163 @@
+"""The summary of a pipeline run: per-stage table, bottleneck, cycle latency, throughput, plus JSON and text.
+
+Built from `hase.pipeline.analysis`; the library returns data and strings, the CLI prints them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hase.pipeline import analysis as A
+from hase.pipeline import schema as S
+from hase.pipeline.runner import PipelineRun
+
+
+@dataclass(frozen=True)
+class PipelineSummary:
+    """Every reported figure of one run (times in ms, utilizations 0..1; NaN where not measured)."""
+
+    name: str
+    batches: int
+    completed: int
+    traced: bool
+    span_ms: float
+    throughput_per_s: float
+    rows_per_s: float
+    latency_mean_ms: float
+    latency_p50_ms: float
+    latency_p95_ms: float
+    cycle_mean_ms: float
+    cycle_p50_ms: float
+    cycle_p95_ms: float
+    bottleneck: str | None
+    bottleneck_share: float
+    stages: pd.DataFrame
+    tracks: pd.DataFrame
+    devices: pd.DataFrame
+    data_parallel: pd.DataFrame
+    cycles: pd.DataFrame
+    dropped_events: int = 0
+    failure: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def stage_table(events: pd.DataFrame, times: pd.DataFrame, streams: dict[str, int]) -> pd.DataFrame:
+    """Per stage: stage time (mean/p50/p95), time per stream, and the mean inference wall/HW/penalty split."""
+    infer = events[events[S.KIND] == S.INFER]
+    rows = []
+    for (idx, stage), g in times.groupby([S.STAGE_INDEX, S.STAGE], sort=True):
+        e = infer[infer[S.STAGE] == stage]
+        p50, p95 = np.percentile(g[S.STAGE_MS], [50, 95])
+        n_streams = streams.get(stage, 1)
+        rows.append({
+            S.STAGE_INDEX: int(idx), S.STAGE: stage, S.STREAMS: n_streams, S.N: len(g),
+            S.STAGE_MS: float(g[S.STAGE_MS].mean()), S.STAGE_P50_MS: float(p50), S.STAGE_P95_MS: float(p95),
+            S.PER_STREAM_MS: float(g[S.STAGE_MS].mean()) / n_streams,
+            S.WALL_MS: _mean_ms(e[S.DUR_NS]), S.HW_MS: _mean_ms(e[S.HW_NS]),
+            S.PENALTY_MS: _mean_ms(e[S.DUR_NS] - e[S.HW_NS]), S.MARSHAL_MS: _mean_ms(e[S.MARSHAL_NS]),
+            S.SUBMIT_MS: _mean_ms(e[S.SUBMIT_NS]), S.WAIT_MS: _mean_ms(e[S.WAIT_NS]),
+        })
+    return pd.DataFrame(rows, columns=[S.STAGE_INDEX, S.STAGE, S.STREAMS, S.N, S.STAGE_MS, S.STAGE_P50_MS,
+                                       S.STAGE_P95_MS, S.PER_STREAM_MS, S.WALL_MS, S.HW_MS, S.PENALTY_MS,
+                                       S.MARSHAL_MS, S.SUBMIT_MS, S.WAIT_MS])
+
+
+def _mean_ms(values: pd.Series) -> float:
+    v = values.dropna()
+    return float(v.mean()) / A.MS if len(v) else float("nan")
+
+
+def summarize(run: PipelineRun) -> PipelineSummary:
+    """All tables and headline figures of a run (tables are empty when tracing was off)."""
+    ev = run.events
+    span = A.wall_span_ns(ev) if len(ev) else 0
+    times = A.stage_times(ev)
+    cycles = A.cycle_table(times, [s.name for s in run.spec.stages]) if len(times) else pd.DataFrame()
+    stages = stage_table(ev, times, {s.name: s.streams for s in run.spec.stages})
+    bottleneck, share = _bottleneck(stages, cycles)
+    lat = (run.exit_ns - run.enter_ns)[(run.exit_ns >= 0) & (run.enter_ns >= 0)] / A.MS
+    cyc = cycles[S.CYCLE_MS].to_numpy() if len(cycles) else np.empty(0)
+    return PipelineSummary(
+        name=run.spec.name, batches=run.batches, completed=run.completed, traced=run.traced,
+        span_ms=run.span_ns / A.MS, throughput_per_s=run.throughput_per_s,
+        rows_per_s=run.throughput_per_s * run.spec.batch,
+        latency_mean_ms=_mean(lat), latency_p50_ms=_pct(lat, 50), latency_p95_ms=_pct(lat, 95),
+        cycle_mean_ms=_mean(cyc), cycle_p50_ms=_pct(cyc, 50), cycle_p95_ms=_pct(cyc, 95),
+        bottleneck=bottleneck, bottleneck_share=share, stages=stages,
+        tracks=A.track_table(ev, span) if len(ev) else pd.DataFrame(),
+        devices=A.device_table(ev, span) if len(ev) else pd.DataFrame(),
+        data_parallel=A.data_parallel_table(ev) if len(ev) else pd.DataFrame(), cycles=cycles,
+        dropped_events=run.dropped_events, metadata=run.metadata,
+        failure=None if run.failure is None else f"stage {run.failure.stage!r} batch {run.failure.batch_id}: "
+                                                 f"{run.failure.error}",
+    )
+
+
+def _bottleneck(stages: pd.DataFrame, cycles: pd.DataFrame) -> tuple[str | None, float]:
+    """The stage with the largest mean time per stream, and the share of cycles it was the slowest in."""
+    if stages.empty:
+        return None, float("nan")
+    name = str(stages.loc[stages[S.PER_STREAM_MS].idxmax(), S.STAGE])
+    share = float((cycles[S.BOTTLENECK] == name).mean()) if len(cycles) else float("nan")
+    return name, share
+
+
+def _mean(a: np.ndarray) -> float:
+    return float(a.mean()) if a.size else float("nan")
+
+
+def _pct(a: np.ndarray, q: float) -> float:
+    return float(np.percentile(a, q)) if a.size else float("nan")
+
+
+HEADLINE = ("name", "batches", "completed", "traced", "span_ms", "throughput_per_s", "rows_per_s",
+            "latency_mean_ms", "latency_p50_ms", "latency_p95_ms", "cycle_mean_ms", "cycle_p50_ms",
+            "cycle_p95_ms", "bottleneck", "bottleneck_share", "dropped_events", "failure")
+TABLES = ("stages", "tracks", "devices", "data_parallel")
+
+
+def summary_dict(summary: PipelineSummary, *, cycles: bool = False) -> dict[str, Any]:
+    """JSON-ready dict: headline figures, the tables as lists of records (NaN -> null), run metadata."""
+    out: dict[str, Any] = {k: _json_value(getattr(summary, k)) for k in HEADLINE}
+    for name in TABLES + (("cycles",) if cycles else ()):
+        df = getattr(summary, name)
+        out[name] = [{k: _json_value(v) for k, v in r.items()} for r in df.to_dict(orient="records")]
+    out["metadata"] = summary.metadata
+    return out
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return None if math.isnan(v) else float(v)
+    if isinstance(v, np.bool_):
+        return bool(v)
+    return v
+
+
+def summary_text(summary: PipelineSummary) -> str:
+    """A plain-text summary: headline lines, then the stage, track, device and data-parallel tables."""
+    s = summary
+    lines = [f"pipeline {s.name}: {s.completed}/{s.batches} batches in {s.span_ms:.1f} ms",
+             f"throughput {s.throughput_per_s:.1f} batches/s ({s.rows_per_s:.0f} rows/s); end-to-end latency "
+             f"mean {s.latency_mean_ms:.3f} / p50 {s.latency_p50_ms:.3f} / p95 {s.latency_p95_ms:.3f} ms"]
+    if s.traced:
+        lines.append(f"cycle latency (max stage per batch) mean {s.cycle_mean_ms:.3f} / p50 {s.cycle_p50_ms:.3f} "
+                     f"/ p95 {s.cycle_p95_ms:.3f} ms; bottleneck: {s.bottleneck} "
+                     f"(slowest stage in {s.bottleneck_share:.0%} of cycles)")
+    else:
+        lines.append("tracing was off: no per-stage figures")
+    if s.dropped_events:
+        lines.append(f"warning: {s.dropped_events} trace events over the max_events budget were dropped")
+    if s.failure:
+        lines.append(f"run stopped: {s.failure}")
+    for name in TABLES:
+        df = getattr(s, name)
+        if len(df):
+            lines += ["", f"[{name}]", df.to_string(index=False, float_format=lambda x: f"{x:.3f}")]
+    return "\n".join(lines)
