@@ -34,7 +34,7 @@ $(VENV)/.installed-$(EP): pyproject.toml | $(BIN)/activate
 setup: $(VENV)/.installed-$(EP)
 
 demo: setup collect
-	@echo "Done: measurements in $(STORE). Next: $(HASE) profile <model.onnx>"
+	@echo "Done: measurements in $(STORE); try: $(HASE) profile model_zoo/zoo_small/resnet_d18_w0.5_r64_b1.onnx"
 
 test: setup
 	$(BIN)/python -m pytest -q
@@ -47,6 +47,7 @@ collect: setup
 
 bench: setup
 	$(BIN)/python benchmarks/bench_collect.py --zoo $(ZOO)
+	$(BIN)/python benchmarks/bench_pipeline.py
 
 clean:
 	rm -rf $(VENV) model_zoo/*/ data/*.sqlite* .pytest_cache

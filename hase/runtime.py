@@ -13,7 +13,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -182,7 +182,8 @@ class BoundRunner:
             self.binding.synchronize_outputs()
 
     def outputs(self) -> list[np.ndarray]:
-        return [v.numpy() for v in self.binding.get_outputs()]
+        """Copies of the outputs (ORT reuses the bound buffers on the next run)."""
+        return [np.array(v.numpy(), copy=True) for v in self.binding.get_outputs()]
 
 
 @dataclass(frozen=True)
@@ -302,8 +303,3 @@ def device_metadata(ep: EPConfig) -> dict[str, Any]:
         "hase_version": __version__,
     }
 
-
-def iter_chunks(seq: list, n: int) -> Iterator[list]:
-    """Consecutive chunks of at most n items."""
-    for i in range(0, len(seq), n):
-        yield seq[i : i + n]
