@@ -193,7 +193,7 @@ def run_all_values(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dic
     try:
         arrays = sess.run(names, dict(feeds))
     except Exception as exc:
-        raise HaseError(f"ONNX Runtime failed to run the model: {runtime._first_line(exc)}") from exc
+        raise HaseError(f"ONNX Runtime failed to run the model: {runtime.first_line(exc)}") from exc
     return dict(zip(names, arrays))
 
 

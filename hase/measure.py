@@ -52,7 +52,7 @@ class KernelJob:
         return sum(t.nbytes for t in self.spec.inputs if t.const and t.name)
 
 
-def _timing_row(t: Timing) -> dict[str, Any]:
+def timing_row(t: Timing) -> dict[str, Any]:
     return {"median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms, "mean_ms": t.mean_ms,
             "min_ms": t.min_ms, "n_runs": t.n}
 
@@ -80,15 +80,15 @@ def measure_kernel(job: KernelJob, ep: EPConfig, settings: MeasureSettings) -> l
         runners[0].run()
     except Exception as exc:
         raise HaseError(f"kernel {job.spec.op_type} {job.spec.kernel_id} fails to run standalone: "
-                        f"{runtime._first_line(exc)}") from exc
+                        f"{runtime.first_line(exc)}") from exc
     warm = time_loop([runners[0].run], settings.kernel)
     cold = time_loop([r.run for r in runners], dataclasses.replace(
         settings.kernel, warmup=max(settings.kernel.warmup, k), min_runs=max(settings.kernel.min_runs, 2 * k)))
     now = time.time()
     base = {"kernel_id": job.spec.kernel_id, "op_type": job.spec.op_type, "weight_bytes": job.weight_bytes,
             **meta, "measured_at": now}
-    return [{**base, "variant": "warm", "n_sessions": 1, **_timing_row(warm)},
-            {**base, "variant": "cold_weights", "n_sessions": k, **_timing_row(cold)}]
+    return [{**base, "variant": "warm", "n_sessions": 1, **timing_row(warm)},
+            {**base, "variant": "cold_weights", "n_sessions": k, **timing_row(cold)}]
 
 
 def empty_kernel_model() -> onnx.ModelProto:
@@ -108,4 +108,4 @@ def measure_fixed_cost(ep: EPConfig, settings: MeasureSettings) -> dict[str, Any
     policy = dataclasses.replace(settings.kernel, min_runs=max(settings.kernel.min_runs, 200),
                                  max_runs=max(settings.kernel.max_runs, 2000))
     t = time_loop([runner.run], policy)
-    return {"kind": "empty_kernel", **_timing_row(t), **runtime.device_metadata(ep), "measured_at": time.time()}
+    return {"kind": "empty_kernel", **timing_row(t), **runtime.device_metadata(ep), "measured_at": time.time()}

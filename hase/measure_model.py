@@ -10,7 +10,7 @@ import onnx
 from hase import profile, runtime
 from hase.errors import HaseError
 from hase.inputs import make_model_feeds
-from hase.measure import MeasureSettings, _timing_row
+from hase.measure import MeasureSettings, timing_row
 from hase.profiling_run import profile_model
 from hase.runtime import BoundRunner, EPConfig, time_loop
 from hase.split import KernelNode
@@ -33,7 +33,7 @@ def time_model(model: onnx.ModelProto, ep: EPConfig, settings: MeasureSettings) 
     try:
         fn()
     except Exception as exc:
-        raise HaseError(f"the model fails to run: {runtime._first_line(exc)}") from exc
+        raise HaseError(f"the model fails to run: {runtime.first_line(exc)}") from exc
     return time_loop([fn], settings.model), api
 
 
@@ -61,7 +61,7 @@ def measure_model(model: onnx.ModelProto, src, nodes: list[KernelNode], ep: EPCo
         "model_id": src.model_id, "family": src.family, "n_kernel_nodes": len(nodes),
         "n_memcpy_nodes": int(summary["op_type"].isin(MEMCPY_OPS).sum()),
         "n_cpu_fallback_nodes": int(providers.get("CPUExecutionProvider", 0)) if ep.ep != "cpu" else 0,
-        "timing_api": api, **_timing_row(timing), **{k: float(dec[k]) for k in DECOMP_COLS},
+        "timing_api": api, **timing_row(timing), **{k: float(dec[k]) for k in DECOMP_COLS},
         "n_profiled_runs": settings.profile_runs, **meta, "measured_at": time.time(), "profiled_s": profiled_s,
     }
     return row, spans

@@ -136,13 +136,13 @@ def make_session(
     try:
         sess = ort().InferenceSession(src, so, providers=providers)
     except Exception as exc:  # ORT raises several exception types; all mean "cannot load this model"
-        raise HaseError(f"ONNX Runtime cannot load the model: {_first_line(exc)}") from exc
+        raise HaseError(f"ONNX Runtime cannot load the model: {first_line(exc)}") from exc
     if ep.ep == "cuda" and ep.provider not in sess.get_providers():
         raise HaseError(f"{ep.provider} was requested but the session runs on {sess.get_providers()}")
     return sess
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:300] if text else type(exc).__name__
 

@@ -13,6 +13,7 @@ from hase.pipeline import (DummyModel, ExecutorSpec, PipelineSpec, data_parallel
 from hase.pipeline import analysis as A
 from hase.pipeline import schema as S
 from hase.pipeline.chrome import HOST_PROCESS
+from hase.pipeline.spec import DEFAULT_HW_SAMPLE_EVERY
 
 BATCHES = 40
 
@@ -93,9 +94,15 @@ def test_cycle_latency_is_the_max_stage_time_per_cycle(run):
 
 
 def test_backends_report_hardware_time(run):
+    """Default sampling: ORT kernel time on every k-th batch only, OpenVINO real time on every run."""
     ev = run.events[run.events[S.KIND] == S.INFER]
-    assert (ev[S.HW_NS] > 0).all(), "every inference has ORT kernel time or OpenVINO real time"
+    k = run.spec.hw_sample_every
+    assert k == DEFAULT_HW_SAMPLE_EVERY > 1
+    ort_ev = ev[ev[S.DEVICE] == "cpu"]
+    assert set(ort_ev.loc[ort_ev[S.HW_NS].notna(), S.BATCH]) == set(range(0, BATCHES, k))
+    assert (ort_ev.loc[ort_ev[S.HW_NS].notna(), S.HW_NS] > 0).all()
     ov = ev[ev[S.DEVICE] == "ov:CPU"]
+    assert (ov[S.HW_NS] > 0).all()
     assert len(ov) == 2 * BATCHES and ov[S.MARSHAL_NS].notna().all()
     assert (ev[S.SUBMIT_NS] >= 0).all() and (ev[S.WAIT_NS] >= 0).all()
     meta = run.metadata["devices"]
@@ -173,7 +180,7 @@ def test_event_budget_caps_kept_events():
 def test_ort_profile_budget_stops_profiling_and_reports_coverage():
     """hw_profile_events bounds ORT's in-memory profile: profiling stops (a flush event marks it), later runs
     have no hardware time, and the coverage says so."""
-    spec = PipelineSpec(name="small", batch=4, features=16, hw_profile_events=60, stages=(
+    spec = PipelineSpec(name="small", batch=4, features=16, hw_profile_events=60, hw_sample_every=1, stages=(
         single_stage("a", "cpu", dummy=DummyModel(16, 2)),  # 4 nodes + 2 session events -> 10 profiled runs
     ))
     run = run_pipeline(spec, 20)

@@ -3,10 +3,14 @@ breakdown, per-cycle stage times and the bottleneck.
 
 Definitions (all over the events of one run; the wall span is first event start -> last event end):
 - wall utilization of a track or device = union of its busy intervals / wall span (never above 1);
-- hardware utilization = sum of backend-reported HW time / wall span (per device it can exceed 1 when
-  several streams of the device compute at once: it is then the mean number of busy streams);
+- hardware time is sampled (ORT: every k-th batch, OpenVINO: every run); `hw_coverage` = share of the
+  inferences that have one. Hardware utilization of a track =
+      (sum of HW time / sum of wall time, both over the inferences with HW time) x its wall busy time / span,
+  i.e. the HW share of the measured runs applied to all of its busy time; with full coverage this is
+  sum(HW) / span. Per device it is the sum over the device's tracks (it can exceed 1 when several
+  streams of the device compute at once: it is then the mean number of busy streams);
 - bubble = gap between the end of one inference and the start of the next on the same executor;
-- concurrency penalty = wall - HW time of an inference;
+- concurrency penalty = wall - HW time of an inference, averaged over the inferences with HW time;
 - data-parallel stage time = partition + max(device wall) + sync-and-merge; a single stage's time is its
   inference wall time; cycle latency (per batch) = max over stages; bottleneck = the stage with the largest
   mean stage time per stream (the one that limits throughput).
@@ -73,12 +77,29 @@ _TRACK_COLS = [S.TRACK, S.STAGE, S.DEVICE, S.STREAM, S.EXECUTOR, S.N, S.BUSY_MS,
 
 
 def _busy(g: pd.DataFrame, span: int) -> dict[str, float]:
+    """Busy time and utilizations of a group of events (one track, or one device's tracks)."""
     busy = union_ns(g[S.TS_NS].to_numpy(), g[S.END_NS].to_numpy())
     hw = g[S.HW_NS]
     hw_sum = float(hw.sum()) if hw.notna().any() else np.nan
     return {S.BUSY_MS: busy / MS, S.WALL_UTIL: busy / span if span else np.nan, S.HW_MS: hw_sum / MS,
-            S.HW_UTIL: hw_sum / span if span else np.nan,
+            S.HW_UTIL: hw_busy_ns(g) / span if span else np.nan,
             S.HW_COVERAGE: float(hw.notna().mean()) if len(g) else np.nan}
+
+
+def hw_busy_ns(events: pd.DataFrame) -> float:
+    """Hardware busy time from sampled HW times: per track, sum(HW) / sum(wall) over its inferences that have
+    a HW time, times the wall time of all its inferences; summed over tracks. NaN when no event has HW time.
+
+    Example: one track, runs (wall 10, hw 5), (wall 10, hw nan), (wall 20, hw nan) -> 5/10 x 40 = 20.
+    Equals sum(HW) when every inference has a HW time.
+    """
+    has = events[S.HW_NS].notna()
+    if not has.any():
+        return float("nan")
+    sampled = events[has].groupby(S.TRACK_ID)[[S.HW_NS, S.DUR_NS]].sum()
+    wall = events.groupby(S.TRACK_ID)[S.DUR_NS].sum().reindex(sampled.index)
+    ratio = sampled[S.HW_NS] / sampled[S.DUR_NS].where(sampled[S.DUR_NS] > 0)
+    return float((ratio * wall).sum())
 
 
 def _bubbles(gaps_ms: np.ndarray) -> dict[str, float]:

@@ -88,9 +88,10 @@ def prepare(spec: PipelineSpec, workdir: str | Path, *, trace: bool = True, hard
     core = D.OpenVinoCore()
     devs = _check_devices(spec, core)
     prep = PreparedPipeline(spec, trace=trace)
-    base = ExecutorOptions(hardware=trace and hardware, hw_profile_events=spec.hw_profile_events)
+    base = ExecutorOptions(hardware=trace and hardware, hw_profile_events=spec.hw_profile_events,
+                           hw_sample_every=spec.hw_sample_every)
     try:
-        prep.metadata = _metadata(spec, devs, core)
+        prep.metadata = _metadata(spec, devs, core, base.hardware)
         x: np.ndarray | None = None
         for i, st in enumerate(spec.stages):
             shape = tuple(x.shape) if x is not None else _pipeline_input_shape(spec)
@@ -121,9 +122,11 @@ def _check_devices(spec: PipelineSpec, core: D.OpenVinoCore) -> dict[str, D.Devi
     return devs
 
 
-def _metadata(spec: PipelineSpec, devs: dict[str, D.Device], core: D.OpenVinoCore) -> dict[str, Any]:
+def _metadata(spec: PipelineSpec, devs: dict[str, D.Device], core: D.OpenVinoCore,
+              hardware: bool) -> dict[str, Any]:
     threads = {ex.device: ex.threads for st in spec.stages for ex in st.executors}
     return {"pipeline": spec.name, "batch": spec.batch, "queue_depth": spec.queue_depth,
+            "hw_profile": hardware, "hw_sample_every": spec.hw_sample_every,
             "devices": {name: D.device_metadata(dev, core, threads[name]) for name, dev in devs.items()}}
 
 
@@ -223,7 +226,8 @@ def _make_inputs(spec: PipelineSpec, shape: tuple[int, ...], rt: StageRuntime) -
 
 
 def _warm_up(rt: StageRuntime, x: np.ndarray, runs: int, previous: str | None) -> np.ndarray:
-    """Check shapes and run every executor of every stream `runs` times; returns stream 0's output."""
+    """Check shapes and run every executor of every stream `runs` times (each of its sessions, when it samples
+    hardware time); returns stream 0's output."""
     st = rt.spec
     parts = partition(x, rt.sizes, rt.axis) if st.data_parallel else [x]
     for j, ex in enumerate(rt.executors[0]):
@@ -239,8 +243,12 @@ def _warm_up(rt: StageRuntime, x: np.ndarray, runs: int, previous: str | None) -
 
 def _run_once(ex: Executor, x: np.ndarray, st: StageSpec, j: int) -> np.ndarray:
     try:
-        ex.submit(x)
-        return ex.wait().output
+        ex.submit(x, profile=True)
+        out = ex.wait().output
+        if ex.hw_sampled:  # warm the plain session too
+            ex.submit(x, profile=False)
+            ex.wait()
+        return out
     except Exception as exc:  # a backend error on a validation batch: report it before the run starts
         raise HaseError(f"stage {st.name!r}{_exec_label(st, j)} failed on a validation batch on {ex.device}: "
                         f"{str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else type(exc).__name__}"

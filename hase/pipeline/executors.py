@@ -3,6 +3,10 @@
 OpenVINO is asynchronous by itself (start_async / wait). ONNX Runtime and Python functions run blocking;
 `BlockingAsync` gives them the same surface, inline (the run happens inside `wait`, for single-executor
 stages) or on the executor's own thread (data-parallel stages, so all executors of a stage run at once).
+
+`submit(x, profile)` says whether this run is one of the sampled ones that should get a hardware time.
+Only an executor with `hw_sampled = True` (ORT with `hw_sample_every > 1`) acts on it; OpenVINO measures
+every run (PERF_COUNT is cheap) and Python functions never report hardware time.
 """
 from __future__ import annotations
 
@@ -40,8 +44,9 @@ class Executor(Protocol):
     device: str
     input_shape: tuple[int | None, ...] | None
     input_dtype: np.dtype | None
+    hw_sampled: bool  # True: only runs submitted with profile=True get a hardware time
 
-    def submit(self, x: np.ndarray) -> None: ...
+    def submit(self, x: np.ndarray, profile: bool = True) -> None: ...
 
     def wait(self) -> InferResult: ...
 
@@ -52,28 +57,30 @@ class Executor(Protocol):
 
 @dataclass(frozen=True)
 class ExecutorOptions:
-    """How executors are opened for one run: backend profiling on/off, threading, ORT profile location/budget."""
+    """How executors are opened for one run: backend profiling on/off, threading, ORT profile location/budget
+    and sampling (`hw_sample_every` > 1: ORT profiles only the runs submitted with `profile=True`)."""
 
     hardware: bool = True  # backend profiling: ORT profiler / OpenVINO PERF_COUNT (hardware time per run)
     threaded: bool = False
     profile_prefix: str | None = None
     hw_profile_events: int = 20_000
+    hw_sample_every: int = 1
 
 
 class BlockingAsync:
-    """submit/wait over a blocking `run(x) -> InferResult`: inline, or on one dedicated worker thread."""
+    """submit/wait over a blocking `run(x, profile) -> InferResult`: inline, or on one dedicated worker thread."""
 
-    def __init__(self, run: Callable[[np.ndarray], InferResult], threaded: bool, name: str) -> None:
+    def __init__(self, run: Callable[[np.ndarray, bool], InferResult], threaded: bool, name: str) -> None:
         self._run = run
         self._pool = cf.ThreadPoolExecutor(1, thread_name_prefix=name) if threaded else None
-        self._pending: np.ndarray | None = None
+        self._pending: tuple[np.ndarray, bool] | None = None
         self._future: cf.Future | None = None
 
-    def submit(self, x: np.ndarray) -> None:
+    def submit(self, x: np.ndarray, profile: bool = True) -> None:
         if self._pool is not None:
-            self._future = self._pool.submit(self._run, x)
+            self._future = self._pool.submit(self._run, x, profile)
         else:
-            self._pending = x
+            self._pending = (x, profile)
 
     def wait(self) -> InferResult:
         if self._future is not None:
@@ -81,8 +88,8 @@ class BlockingAsync:
             return fut.result()
         if self._pending is None:
             raise RuntimeError("wait() without submit()")
-        x, self._pending = self._pending, None
-        return self._run(x)
+        (x, profile), self._pending = self._pending, None
+        return self._run(x, profile)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -94,6 +101,7 @@ class HostExecutor:
 
     input_shape = None
     input_dtype = None
+    hw_sampled = False
 
     def __init__(self, fn: Callable[[np.ndarray], np.ndarray], threaded: bool) -> None:
         self.device = "host"
@@ -101,13 +109,13 @@ class HostExecutor:
         self._runs = 0
         self._async = BlockingAsync(self._run, threaded, "hase-host")
 
-    def _run(self, x: np.ndarray) -> InferResult:
+    def _run(self, x: np.ndarray, profile: bool) -> InferResult:
         out = np.asarray(self._fn(x))
         idx, self._runs = self._runs, self._runs + 1
         return InferResult(out, time.perf_counter_ns(), idx)
 
-    def submit(self, x: np.ndarray) -> None:
-        self._async.submit(x)
+    def submit(self, x: np.ndarray, profile: bool = True) -> None:
+        self._async.submit(x, profile)
 
     def wait(self) -> InferResult:
         return self._async.wait()

@@ -1,11 +1,17 @@
-"""ONNX Runtime executor of a pipeline stage, with hardware time from ORT's own profiler.
+"""ONNX Runtime executor of a pipeline stage, with hardware time from ORT's own profiler, sampled.
 
-Each executor owns one session (made by `runtime.make_session`, inputs bound with `runtime.BoundRunner`).
-With tracing on, the session profiles; after the run, `finish()` reads the profile line by line and gives
-every run the sum of its node kernel times (GPU `Kernel` events where the CUDA EP records them). ORT keeps
-profile events in memory (about 2 KB each), so profiling stops after `hw_profile_events` events per executor:
-the executor ends the profile right after that run (a `profiler_flush` event marks the pause) and later
-runs have no hardware time (reported as coverage).
+ORT's profiler records every node of every run (about 10 us per node on a CPU), too costly to leave on.
+So with `hw_sample_every = k > 1` an executor holds two sessions of the same model with the same options:
+a plain one and a profiled one. The runner submits every k-th batch with `profile=True`; only those run
+on the profiled session and get a hardware time, every other run is on the plain session and has none
+(NaN: nothing is estimated per run). With k = 1 there is only the profiled session (every run measured);
+with hardware profiling off, only the plain one.
+
+After the run, `finish()` reads the profile line by line and gives each profiled run the sum of its node
+kernel times (GPU `Kernel` events where the CUDA EP records them). ORT keeps profile events in memory
+(about 2 KB each), so profiling stops after `hw_profile_events` events per executor: the executor ends
+the profile right after that run (a `profiler_flush` event marks the pause) and later runs have no
+hardware time (reported as coverage).
 """
 from __future__ import annotations
 
@@ -33,67 +39,91 @@ ORT_DTYPES = {
 MARSHAL_OPS = frozenset({"MemcpyToHost", "MemcpyFromHost", "ReorderInput", "ReorderOutput"})
 
 
-class OrtExecutor:
-    """One ORT session on one device: submit/wait over IOBinding, per-run hardware time after the run."""
+class _BoundSession:
+    """One ORT session with IOBinding: bind an input, run, return a copy of the first output."""
 
-    def __init__(self, model: Path, device: Device, threads: int, options: ExecutorOptions) -> None:
-        self.device = device.name
-        self._ep = device.ep_config(threads)
-        nodes = _node_count(model)
-        self._profile_runs = options.hw_profile_events // (nodes + 2) if options.hardware else 0
-        prefix = options.profile_prefix if self._profile_runs > 0 else None
-        self._session = runtime.make_session(model, self._ep, profile_prefix=prefix)
-        self._profiling = prefix is not None
-        self._profile_file: str | None = None
-        inputs = self._session.get_inputs()
+    def __init__(self, model: Path, ep: runtime.EPConfig, profile_prefix: str | None) -> None:
+        self.session = runtime.make_session(model, ep, profile_prefix=profile_prefix)
+        self._ep = ep
+        inputs = self.session.get_inputs()
         if len(inputs) != 1:
             raise HaseError(f"{model.name} has {len(inputs)} inputs; a pipeline stage model takes exactly one "
                             f"(the previous stage's output)")
-        self._input = inputs[0].name
-        self.input_shape = tuple(d if isinstance(d, int) else None for d in inputs[0].shape)
-        if inputs[0].type not in ORT_DTYPES:
-            raise HaseError(f"{model.name}: input type {inputs[0].type} is not supported by the pipeline runner")
-        self.input_dtype = np.dtype(ORT_DTYPES[inputs[0].type])
-        zeros = np.zeros([d or 1 for d in self.input_shape], self.input_dtype)
-        self._runner = runtime.BoundRunner(self._session, {self._input: zeros}, self._ep)
+        self.input = inputs[0]
+        if self.input.type not in ORT_DTYPES:
+            raise HaseError(f"{model.name}: input type {self.input.type} is not supported by the pipeline runner")
+        shape = [d if isinstance(d, int) else 1 for d in self.input.shape]
+        zeros = np.zeros(shape, ORT_DTYPES[self.input.type])
+        self._runner = runtime.BoundRunner(self.session, {self.input.name: zeros}, ep)
         self._device_input = None
-        self._runs = 0
-        self._async = BlockingAsync(self._run, options.threaded, f"hase-ort-{self.device}")
 
-    def _bind(self, x: np.ndarray) -> None:
+    def run(self, x: np.ndarray) -> np.ndarray:
         binding = self._runner.binding
         if self._ep.device_type == "cpu":
-            binding.bind_cpu_input(self._input, np.ascontiguousarray(x))
+            binding.bind_cpu_input(self.input.name, np.ascontiguousarray(x))
         else:
             val = runtime.ort().OrtValue.ortvalue_from_numpy(np.ascontiguousarray(x), "cuda", self._ep.device_id)
             self._device_input = val  # must outlive the run
-            binding.bind_ortvalue_input(self._input, val)
-
-    def _run(self, x: np.ndarray) -> InferResult:
-        self._bind(x)
+            binding.bind_ortvalue_input(self.input.name, val)
         self._runner.run()
         # ORT reuses the output buffer on the next run: copy before handing it downstream.
-        out = np.array(self._runner.binding.get_outputs()[0].numpy(), copy=True)
+        return np.array(binding.get_outputs()[0].numpy(), copy=True)
+
+
+class OrtExecutor:
+    """One model on one ORT device: submit/wait over IOBinding, hardware time of the sampled runs after the run.
+
+    `hw_sampled` is True when the executor has a plain and a profiled session (`hw_sample_every` > 1).
+    """
+
+    def __init__(self, model: Path, device: Device, threads: int, options: ExecutorOptions) -> None:
+        self.device = device.name
+        ep = device.ep_config(threads)
+        self._profile_runs = options.hw_profile_events // (_node_count(model) + 2) if options.hardware else 0
+        profiled = self._profile_runs > 0
+        self.hw_sampled = profiled and options.hw_sample_every > 1
+        self._profiled = _BoundSession(model, ep, options.profile_prefix) if profiled else None
+        self._plain = _BoundSession(model, ep, None) if self.hw_sampled or not profiled else None
+        first = self._plain or self._profiled
+        self.input_shape = tuple(d if isinstance(d, int) else None for d in first.input.shape)
+        self.input_dtype = np.dtype(ORT_DTYPES[first.input.type])
+        self._profiling = profiled
+        self._profile_file: str | None = None
+        self._profiled_runs: list[int] = []  # run_index of each run in the profile (at most _profile_runs)
+        self._runs = 0
+        self._async = BlockingAsync(self._run, options.threaded, f"hase-ort-{self.device}")
+
+    def _session_for(self, profile: bool) -> _BoundSession:
+        if self._plain is None:
+            return self._profiled
+        return self._profiled if profile and self._profiling else self._plain
+
+    def _run(self, x: np.ndarray, profile: bool) -> InferResult:
+        session = self._session_for(profile)
+        out = session.run(x)
         done = time.perf_counter_ns()
         idx, self._runs = self._runs, self._runs + 1
         flush = 0
-        if self._profiling and self._runs >= self._profile_runs:
-            self._end_profile()
-            flush = time.perf_counter_ns() - done
+        if session is self._profiled and self._profiling:
+            self._profiled_runs.append(idx)
+            if len(self._profiled_runs) >= self._profile_runs:
+                self._end_profile()
+                flush = time.perf_counter_ns() - done
         return InferResult(out, done, idx, flush_ns=flush)
 
     def _end_profile(self) -> None:
-        self._profile_file = self._session.end_profiling()
+        self._profile_file = self._profiled.session.end_profiling()
         self._profiling = False
 
-    def submit(self, x: np.ndarray) -> None:
-        self._async.submit(x)
+    def submit(self, x: np.ndarray, profile: bool = True) -> None:
+        self._async.submit(x, profile)
 
     def wait(self) -> InferResult:
         return self._async.wait()
 
     def finish(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """End profiling (if still on) and return per-run (hw_ns, marshal_ns) arrays; None without a profile."""
+        """End profiling (if still on) and return (hw_ns, marshal_ns) indexed by run_index, NaN for runs
+        that were not profiled; None without a profile."""
         if self._profiling:
             self._end_profile()
         if not self._profile_file:
@@ -107,12 +137,28 @@ class OrtExecutor:
         except OSError:  # pragma: no cover - best effort; the work directory is removed anyway
             pass
         self._profile_file = None
-        return hw, marshal
+        return by_run_index(hw, marshal, self._profiled_runs, self._runs, self.device)
 
     def close(self) -> None:
         self._async.close()
         if self._profiling:
             self._end_profile()
+
+
+def by_run_index(hw: np.ndarray, marshal: np.ndarray, profiled_runs: list[int], runs: int,
+                 device: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """Spread the profile's per-run times (in profile order) onto run indices; NaN where a run was not profiled.
+
+    Example: hw [5, 7], profiled_runs [0, 3], runs 5 -> [5, nan, nan, 7, nan].
+    """
+    n = min(len(hw), len(profiled_runs))
+    if len(hw) != len(profiled_runs):
+        log.warning("ORT profile of %s has %d runs but %d were profiled: the first %d are attributed in order",
+                    device, len(hw), len(profiled_runs), n)
+    idx = np.asarray(profiled_runs[:n], dtype=np.int64)
+    full_hw, full_marshal = np.full(runs, np.nan), np.full(runs, np.nan)
+    full_hw[idx], full_marshal[idx] = hw[:n], marshal[:n]
+    return full_hw, full_marshal
 
 
 def _node_count(model: Path) -> int:

@@ -1,9 +1,10 @@
 """OpenVINO executor of a pipeline stage: start_async / wait on one infer request, PERF_COUNT profiling.
 
-With tracing on, the model is compiled with `PERF_COUNT`; after each inference the request's
-`profiling_info` gives per-layer real time: their sum is the hardware time, and the sum over
-input/reorder/convert layers is the data-marshalling estimate. A completion callback timestamps the end
-of the inference, so a data-parallel stage that waits on its executors in order still gets each one's end.
+With tracing on, the model is compiled with `PERF_COUNT` (cheap, so every run is measured: no sampling);
+after each inference the request's `profiling_info` gives per-layer real time: their sum is the hardware
+time, and the sum over input/reorder/convert layers is the data-marshalling estimate. A completion callback
+timestamps the end of the inference, so a data-parallel stage that waits on its executors in order still
+gets each one's end.
 """
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ _US = dt.timedelta(microseconds=1)
 class OvExecutor:
     """One compiled model + one infer request on an OpenVINO device (one inference in flight)."""
 
+    hw_sampled = False  # PERF_COUNT costs 0-2 %: every run gets its hardware time
+
     def __init__(self, model: Path, device: Device, threads: int, options: ExecutorOptions,
                  core: OpenVinoCore) -> None:
         ov = openvino()
@@ -41,7 +44,7 @@ class OvExecutor:
         try:
             compiled = core.get().compile_model(str(model), device.ov_device, config)
         except Exception as exc:  # OpenVINO raises RuntimeError for every load/compile failure
-            raise HaseError(f"OpenVINO cannot load {model.name} on {device.ov_device}: {_first_line(exc)}") from exc
+            raise HaseError(f"OpenVINO cannot load {model.name} on {device.ov_device}: {first_line(exc)}") from exc
         if len(compiled.inputs) != 1:
             raise HaseError(f"{model.name} has {len(compiled.inputs)} inputs; a pipeline stage model takes "
                             f"exactly one (the previous stage's output)")
@@ -61,7 +64,7 @@ class OvExecutor:
         self._done_ns = time.perf_counter_ns()
         self._done.set()
 
-    def submit(self, x: np.ndarray) -> None:
+    def submit(self, x: np.ndarray, profile: bool = True) -> None:
         self._done.clear()
         self._request.start_async({0: x})
         self._inflight = True
@@ -104,6 +107,6 @@ def layer_times_ns(profiling_info: Any, executed: Any) -> tuple[float, float]:
     return hw, marshal
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     lines = [ln for ln in str(exc).splitlines() if ln.strip()]
     return lines[-1][:300] if lines else type(exc).__name__

@@ -115,6 +115,7 @@ class _Context:
         self.enter = np.full(batches, -1, dtype=np.int64)
         self.exit = np.full(batches, -1, dtype=np.int64)
         self.budget = EventBudget(prep.spec.max_events)
+        self.sample_every = prep.spec.hw_sample_every
         self.failure: StageFailure | None = None
         self._lock = threading.Lock()
 
@@ -230,7 +231,7 @@ def _worker(ctx: _Context, rt: StageRuntime, s: int, lg: EventLog) -> None:
         if rt.index == 0:
             ctx.enter[b] = t
         try:
-            y = run(rt, s, b, x, lg)
+            y = run(rt, s, b, x, lg, b % ctx.sample_every == 0)
         except Exception as exc:  # any backend or user-function error stops the run; events are kept
             _record_failure(ctx, rt, s, b, t, lg, exc)
             return
@@ -251,10 +252,11 @@ def _record_failure(ctx: _Context, rt: StageRuntime, s: int, b: int, t: int, lg:
     log.debug("stage %s failed on batch %d", rt.spec.name, b, exc_info=cause)
 
 
-def _run_single(rt: StageRuntime, s: int, b: int, x: np.ndarray, lg: EventLog) -> np.ndarray:
+def _run_single(rt: StageRuntime, s: int, b: int, x: np.ndarray, lg: EventLog, profile: bool) -> np.ndarray:
+    """One executor: submit, wait, record. `profile`: this batch is one of the hardware-time samples."""
     ex, track = rt.executors[s][0], rt.device_tracks[s][0].track_id
     t0 = now()
-    ex.submit(x)
+    ex.submit(x, profile)
     t1 = now()
     r = ex.wait()
     t2 = now()
@@ -265,7 +267,8 @@ def _run_single(rt: StageRuntime, s: int, b: int, x: np.ndarray, lg: EventLog) -
     return r.output
 
 
-def _run_data_parallel(rt: StageRuntime, s: int, b: int, x: np.ndarray, lg: EventLog) -> np.ndarray:
+def _run_data_parallel(rt: StageRuntime, s: int, b: int, x: np.ndarray, lg: EventLog,
+                       profile: bool) -> np.ndarray:
     """Partition on the host, submit to every executor, wait for all, merge (sync + concatenate) on the host."""
     execs, host, axis = rt.executors[s], rt.host_tracks[s].track_id, rt.axis
     p0 = now()
@@ -275,7 +278,7 @@ def _run_data_parallel(rt: StageRuntime, s: int, b: int, x: np.ndarray, lg: Even
     for j, ex in enumerate(execs):
         starts.append(now())
         try:
-            ex.submit(parts[j])
+            ex.submit(parts[j], profile)
         except Exception as exc:  # name the executor that failed
             raise _ExecutorError(j, exc) from exc
         submits.append(now() - starts[j])

@@ -14,6 +14,7 @@ import numpy as np
 from hase.errors import HaseError
 
 DEFAULT_HW_PROFILE_EVENTS = 20_000
+DEFAULT_HW_SAMPLE_EVERY = 8  # ORT profiler on every 8th batch: see docs/pipeline.md "Overhead"
 DEFAULT_MAX_EVENTS = 1_000_000
 
 
@@ -127,6 +128,7 @@ class PipelineSpec:
         features: input width when the first stage is a dummy model (ignored otherwise).
         queue_depth: capacity of the bounded queue in front of every stage.
         hw_profile_events: ORT profiler budget per executor (events); profiling stops there (memory bound).
+        hw_sample_every: ORT hardware time for every k-th batch (batch_id % k == 0) only; 1 = every run.
         max_events: trace events kept in memory; later ones are counted as dropped (memory bound).
     """
 
@@ -138,6 +140,7 @@ class PipelineSpec:
     queue_depth: int = 2
     seed: int = 0
     hw_profile_events: int = DEFAULT_HW_PROFILE_EVENTS
+    hw_sample_every: int = DEFAULT_HW_SAMPLE_EVERY
     max_events: int = DEFAULT_MAX_EVENTS
 
     def __post_init__(self) -> None:
@@ -152,6 +155,9 @@ class PipelineSpec:
             raise HaseError("batch, features and queue_depth must be >= 1")
         if self.hw_profile_events < 0 or self.max_events < 1:
             raise HaseError("hw_profile_events must be >= 0 and max_events >= 1")
+        if self.hw_sample_every < 1:
+            raise HaseError(f"hw_sample_every must be >= 1 (1 = hardware time for every run; got "
+                            f"{self.hw_sample_every})")
         if self.input_shape is not None:
             object.__setattr__(self, "input_shape", tuple(int(d) for d in self.input_shape))
             if self.input_shape[0] != self.batch:

@@ -43,10 +43,15 @@ class PipelineSummary:
     dropped_events: int = 0
     failure: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    hw_coverage: float = float("nan")  # share of backend (non-host) inferences that have a hardware time
 
 
 def stage_table(events: pd.DataFrame, times: pd.DataFrame, streams: dict[str, int]) -> pd.DataFrame:
-    """Per stage: stage time (mean/p50/p95), time per stream, and the mean inference wall/HW/penalty split."""
+    """Per stage: stage time (mean/p50/p95), time per stream, and the mean inference wall/HW/penalty split.
+
+    `wall_ms` is the mean over all inferences; `hw_ms` and `penalty_ms` (wall - HW) over the inferences with a
+    HW time only (`hw_coverage` of them), so `penalty_ms` need not equal `wall_ms - hw_ms` when sampled.
+    """
     infer = events[events[S.KIND] == S.INFER]
     rows = []
     for (idx, stage), g in times.groupby([S.STAGE_INDEX, S.STAGE], sort=True):
@@ -58,11 +63,13 @@ def stage_table(events: pd.DataFrame, times: pd.DataFrame, streams: dict[str, in
             S.STAGE_MS: float(g[S.STAGE_MS].mean()), S.STAGE_P50_MS: float(p50), S.STAGE_P95_MS: float(p95),
             S.PER_STREAM_MS: float(g[S.STAGE_MS].mean()) / n_streams,
             S.WALL_MS: _mean_ms(e[S.DUR_NS]), S.HW_MS: _mean_ms(e[S.HW_NS]),
+            S.HW_COVERAGE: float(e[S.HW_NS].notna().mean()) if len(e) else float("nan"),
             S.PENALTY_MS: _mean_ms(e[S.DUR_NS] - e[S.HW_NS]), S.MARSHAL_MS: _mean_ms(e[S.MARSHAL_NS]),
             S.SUBMIT_MS: _mean_ms(e[S.SUBMIT_NS]), S.WAIT_MS: _mean_ms(e[S.WAIT_NS]),
         })
     return pd.DataFrame(rows, columns=[S.STAGE_INDEX, S.STAGE, S.STREAMS, S.N, S.STAGE_MS, S.STAGE_P50_MS,
-                                       S.STAGE_P95_MS, S.PER_STREAM_MS, S.WALL_MS, S.HW_MS, S.PENALTY_MS,
+                                       S.STAGE_P95_MS, S.PER_STREAM_MS, S.WALL_MS, S.HW_MS, S.HW_COVERAGE,
+                                       S.PENALTY_MS,
                                        S.MARSHAL_MS, S.SUBMIT_MS, S.WAIT_MS])
 
 
@@ -91,10 +98,18 @@ def summarize(run: PipelineRun) -> PipelineSummary:
         tracks=A.track_table(ev, span) if len(ev) else pd.DataFrame(),
         devices=A.device_table(ev, span) if len(ev) else pd.DataFrame(),
         data_parallel=A.data_parallel_table(ev) if len(ev) else pd.DataFrame(), cycles=cycles,
-        dropped_events=run.dropped_events, metadata=run.metadata,
+        dropped_events=run.dropped_events, metadata=run.metadata, hw_coverage=hw_coverage(ev),
         failure=None if run.failure is None else f"stage {run.failure.stage!r} batch {run.failure.batch_id}: "
                                                  f"{run.failure.error}",
     )
+
+
+def hw_coverage(events: pd.DataFrame) -> float:
+    """Share of inferences on backend devices (not `host`) that have a hardware time; NaN without any."""
+    if events.empty:
+        return float("nan")
+    infer = events[(events[S.KIND] == S.INFER) & (events[S.DEVICE] != "host")]
+    return float(infer[S.HW_NS].notna().mean()) if len(infer) else float("nan")
 
 
 def _bottleneck(stages: pd.DataFrame, cycles: pd.DataFrame) -> tuple[str | None, float]:
@@ -114,9 +129,21 @@ def _pct(a: np.ndarray, q: float) -> float:
     return float(np.percentile(a, q)) if a.size else float("nan")
 
 
+def hw_line(s: PipelineSummary) -> str:
+    """One line saying how much of the run has hardware time, and how it was sampled."""
+    if not s.metadata.get("hw_profile", True):
+        return "hardware profiling was off: no hardware times"
+    if math.isnan(s.hw_coverage):
+        return "no backend inferences: no hardware times"
+    k = s.metadata.get("hw_sample_every", 1)
+    how = "ORT: every run" if k == 1 else f"ORT: one batch in {k}"
+    return (f"hardware time for {s.hw_coverage:.0%} of backend inferences ({how}; OpenVINO: every run); "
+            f"HW utilization and wall-HW penalty are computed over those")
+
+
 HEADLINE = ("name", "batches", "completed", "traced", "span_ms", "throughput_per_s", "rows_per_s",
             "latency_mean_ms", "latency_p50_ms", "latency_p95_ms", "cycle_mean_ms", "cycle_p50_ms",
-            "cycle_p95_ms", "bottleneck", "bottleneck_share", "dropped_events", "failure")
+            "cycle_p95_ms", "bottleneck", "bottleneck_share", "hw_coverage", "dropped_events", "failure")
 TABLES = ("stages", "tracks", "devices", "data_parallel")
 
 
@@ -150,6 +177,7 @@ def summary_text(summary: PipelineSummary) -> str:
         lines.append(f"cycle latency (max stage per batch) mean {s.cycle_mean_ms:.3f} / p50 {s.cycle_p50_ms:.3f} "
                      f"/ p95 {s.cycle_p95_ms:.3f} ms; bottleneck: {s.bottleneck} "
                      f"(slowest stage in {s.bottleneck_share:.0%} of cycles)")
+        lines.append(hw_line(s))
     else:
         lines.append("tracing was off: no per-stage figures")
     if s.dropped_events:
