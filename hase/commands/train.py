@@ -1,0 +1,80 @@
+"""`hase train`: turn collected measurements into evaluated, calibrated predictors (`make train`)."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+
+from rich.console import Console
+from rich.table import Table
+
+log = logging.getLogger(__name__)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train kernel predictors from the store (leave-family-out evaluated)",
+                       description="Fit one RandomForest per (device, op type) on the store's kernel measurements, "
+                                   "evaluate by holding out each model family in turn, fit the calibration "
+                                   "latency = a*sum + g*n_kernels + b, and write <out>/<device>/ (joblib + manifest).")
+    p.add_argument("--store", default="data/hase.sqlite", help="the measurement store (SQLite)")
+    p.add_argument("--out", default="data/predictors", help="root directory of predictors (one folder per device)")
+    p.add_argument("--config", default="configs/predictor.toml", help="hyper-parameters (TOML)")
+    p.add_argument("--device", action="append", metavar="NAME", help="device configuration(s) to train (default: all)")
+    p.add_argument("--targets", help="comma-separated targets to evaluate: warm,cold,span (default: the config's)")
+    p.add_argument("--save-targets", choices=["default", "all"], help="save the default target only, or all")
+    p.add_argument("--json", action="store_true", help="print the headline figures as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hase.dataset import store_devices
+    from hase.train import load_train_config, train
+
+    targets = tuple(t.strip() for t in args.targets.split(",")) if args.targets else None
+    cfg = load_train_config(args.config, targets=targets, save_targets=args.save_targets)
+    devices = args.device or store_devices(args.store)
+    console = Console(stderr=True)
+    results = []
+    for device in devices:
+        with console.status(f"training {device}") as status:
+            res = train(args.store, args.out, cfg, device, progress=lambda msg: status.update(f"{device}: {msg}"))
+        results.append(res)
+    if args.json:
+        print(json.dumps([_headline(r) for r in results], indent=1, default=str))
+        return 0
+    for res in results:
+        print_result(res)
+    return 0
+
+
+def _headline(res) -> dict:
+    t = res.manifest["targets"]
+    return {"device": res.device, "out": str(res.out_dir), "default_target": res.default_target,
+            "wall_s": round(res.wall_s, 1), "held_out": {k: v["held_out"] for k, v in t.items()},
+            "calibration": {k: v["calibration"]["name"] for k, v in t.items()},
+            "baselines": res.baselines.set_index("baseline").to_dict("index")}
+
+
+def print_result(res) -> None:
+    """Held-out accuracy per target, the baselines, fallbacks and where the files went."""
+    console = Console()
+    table = Table(title=f"{res.device}: held-out (leave-family-out) accuracy, calibrated")
+    for col in ("target", "calibration", "n", "RMSPE%", "±5%", "±10%", "kernels RMSPE%"):
+        table.add_column(col, justify="left" if col in ("target", "calibration") else "right")
+    for target, entry in res.manifest["targets"].items():
+        h, k = entry["held_out"], entry["kernels_held_out"]
+        mark = " (default)" if target == res.default_target else ""
+        table.add_row(target + mark, entry["calibration"]["name"], str(h["n"]), f"{h['rmspe']:.1f}",
+                      f"{h['acc5']:.0%}", f"{h['acc10']:.0%}", f"{k.get('rmspe', float('nan')):.1f}")
+    for row in res.baselines.itertuples():
+        table.add_row(f"baseline {row.baseline}", "linear", str(row.n), f"{row.rmspe:.1f}", f"{row.acc5:.0%}",
+                      f"{row.acc10:.0%}", "")
+    console.print(table)
+    skipped = res.manifest["targets"][res.default_target]["predictor"]["skipped"]
+    if skipped:
+        n = res.manifest["targets"][res.default_target]["predictor"]["n_kernels"]
+        counts = res.manifest["targets"][res.default_target]["predictor"].get("skipped_n", {})
+        console.print(f"[yellow]{len(skipped)} op keys have too few training kernels (of {n}) and use a fallback "
+                      f"forest[/]: " + ", ".join(f"{k} ({counts.get(k, '?')})" for k in sorted(skipped)))
+    files = ", ".join(sorted(res.manifest["files"])) if "files" in res.manifest else ""
+    console.print(f"saved {res.out_dir} ({files}) in {res.wall_s:.0f} s; default target: {res.default_target}")

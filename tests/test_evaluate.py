@@ -1,0 +1,252 @@
+"""hase.evaluate, hase.train, hase.report: metrics, leave-family-out evaluation, baselines, the report.
+
+The store these tests train on is real: a small collect of tiny models of three families measured on
+ONNX Runtime with a fast timing policy (built once per session, reused by test_estimate).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pandas as pd
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import conv_bn_relu_model, embedding_model
+from hase import dataset as D
+from hase import evaluate as E
+from hase.cli import main
+from hase.errors import HaseError
+
+TINY_CONFIG = """
+[training]
+targets = ["warm", "span"]
+save_targets = "all"
+min_samples = 3
+n_jobs = 1
+[forest.default]
+n_estimators = 8
+max_depth = 8
+max_features = 0.8
+[forest.fallback]
+n_estimators = 6
+max_depth = 6
+[keys]
+FusedConv = "Conv"
+"""
+
+
+def mlp_model(hidden: int, classes: int = 10) -> onnx.ModelProto:
+    """x[1,32] -> Gemm -> Relu -> Gemm -> Softmax."""
+    rng = np.random.default_rng(hidden)
+    inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32) * 0.1, n)
+             for n, s in [("w1", (32, hidden)), ("b1", (hidden,)), ("w2", (hidden, classes)), ("b2", (classes,))]]
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], name="fc1"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("Gemm", ["r", "w2", "b2"], ["z"], name="fc2"),
+             helper.make_node("Softmax", ["z"], ["y"], axis=1, name="softmax")]
+    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, classes])], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+TINY_MODELS = {
+    "convnet": [conv_bn_relu_model(c=4, hw=16), conv_bn_relu_model(c=8, hw=16), conv_bn_relu_model(c=8, hw=24),
+                conv_bn_relu_model(c=16, hw=12)],
+    "mlp": [mlp_model(16), mlp_model(64), mlp_model(128)],
+    "embed": [embedding_model(50), embedding_model(200)],
+}
+
+
+def build_tiny_store(root: Path) -> Path:
+    """Collect the tiny models into root/tiny.sqlite with a fast timing policy (reused when already there)."""
+    from hase.collect import CollectConfig, ModelSource, collect
+    from hase.measure import MeasureSettings
+    from hase.runtime import EPConfig, TimingPolicy
+    from hase.store import Store
+
+    store_path = root / "tiny.sqlite"
+    if (root / "tiny.done").exists():
+        return store_path
+    fast = TimingPolicy(warmup=1, min_runs=5, max_runs=10, min_time_s=0.0, max_time_s=0.05)
+    settings = MeasureSettings(kernel=fast, model=fast, profile_warmup=1, profile_runs=3, cold_sessions=2)
+    sources = []
+    for family, models in TINY_MODELS.items():
+        for i, m in enumerate(models):
+            p = root / f"{family}{i}.onnx"
+            onnx.save(m, p)
+            sources.append(ModelSource(f"{family}{i}", family, p))
+    with Store(store_path) as store:
+        collect(sources, CollectConfig((EPConfig(name="cpu-1t"),), settings), store)
+    (root / "tiny.done").write_text("ok")
+    return store_path
+
+
+def train_tiny(root: Path) -> Path:
+    """Train predictors on the tiny store into root/predictors (reused when already there)."""
+    from hase.train import load_train_config, train
+
+    out = root / "predictors"
+    if not (out / "cpu-1t" / "manifest.json").exists():
+        (root / "tiny.toml").write_text(TINY_CONFIG)
+        train(build_tiny_store(root), out, load_train_config(root / "tiny.toml"))
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.getbasetemp() / "hase_tiny"
+    root.mkdir(exist_ok=True)
+    build_tiny_store(root)
+    train_tiny(root)
+    return root
+
+
+# ---------------------------------------------------------------------- metrics (hand-built numbers)
+
+
+def test_rmspe_and_within_follow_nn_meter_definitions():
+    y, yhat = np.array([1.0, 2.0, 4.0, 10.0]), np.array([1.05, 1.7, 4.0, 11.5])
+    assert E.rmspe(y, yhat) == pytest.approx(np.sqrt(np.mean([0.05**2, 0.15**2, 0, 0.15**2])) * 100)
+    assert E.within(y, yhat, 0.05) == 0.5 and E.within(y, yhat, 0.10) == 0.5 and E.within(y, yhat, 0.15) == 1.0
+    m = E.metrics(y, yhat)
+    assert m["n"] == 4 and m["median_ratio"] == pytest.approx(np.median(yhat / y))
+    assert np.isnan(E.metrics([], [])["rmspe"])
+
+
+def test_grouped_metrics_one_row_per_group():
+    f = pd.DataFrame({"g": ["a", "a", "b"], "y": [1.0, 2.0, 3.0], "p": [1.0, 2.2, 3.0]})
+    out = E.grouped_metrics(f, "g", "y", "p").set_index("g")
+    assert out.loc["b", "rmspe"] == 0 and out.loc["a", "n"] == 2
+
+
+# ---------------------------------------------------------------------- on a real tiny store
+
+
+def test_store_tables_and_measured_sums(tiny_root):
+    data = D.load_device_data(tiny_root / "tiny.sqlite")
+    assert data.families == ["convnet", "embed", "mlp"] and len(data.models) == 9
+    sums = D.model_sums(data)
+    assert (sums[D.SUM_COLUMNS["warm"]] > 0).all() and (sums["n_missing_standalone"] == 0).all()
+    held = D.kernel_targets(data, "span", data.models.loc[data.models[D.FAMILY] == "mlp", D.MODEL_ID])
+    assert set(held.index) <= set(data.nodes.loc[data.nodes[D.FAMILY] == "mlp", D.KERNEL_ID])
+    with pytest.raises(HaseError, match="unknown target"):
+        D.kernel_targets(data, "nope")
+    with pytest.raises(HaseError, match="no measurements for device"):
+        D.load_device_data(tiny_root / "tiny.sqlite", "cuda9")
+
+
+def test_train_writes_an_evaluated_predictor(tiny_root):
+    d = tiny_root / "predictors" / "cpu-1t"
+    manifest = json.loads((d / "manifest.json").read_text())
+    assert {"warm.joblib", "span.joblib", "cv_models.csv", "cv_kernels.csv", "baselines.csv"} <= set(manifest["files"])
+    assert manifest["default_target"] in ("warm", "span") and manifest["training_data"]["n_models"] == 9
+    entry = manifest["targets"][manifest["default_target"]]
+    assert {"alpha", "beta", "gamma", "fit_data"} <= set(entry["calibration"])
+    assert len(entry["calibration"]["fit_data"]) == 9 and entry["held_out"]["n"] == 9
+    cv = pd.read_csv(d / "cv_models.csv")
+    held = cv[cv[E.SPLIT] == E.HELD_OUT]
+    assert set(held[E.FOLD]) == {"convnet", "embed", "mlp"}
+    assert (held[E.FOLD] == held[D.FAMILY]).all()  # every held-out row was predicted without its family
+
+
+def test_leave_family_out_never_trains_on_the_held_out_family(tiny_root):
+    data = D.load_device_data(tiny_root / "tiny.sqlite")
+    seen = []
+
+    class Spy:
+        def __init__(self):
+            from hase.predictor import KernelPredictor
+            self.inner = KernelPredictor({"default": {"n_estimators": 4}}, min_samples=3)
+
+        def fit(self, specs, y):
+            seen.append({s.kernel_id for s in specs})
+            self.inner.fit(specs, y)
+            return self.inner
+
+    models, kernels = E.fold_frames(data, "span", "mlp", Spy)
+    only_mlp = set(data.nodes[data.nodes[D.FAMILY] == "mlp"][D.KERNEL_ID]) - set(
+        data.nodes[data.nodes[D.FAMILY] != "mlp"][D.KERNEL_ID])
+    assert seen and not (seen[0] & only_mlp)
+    assert set(kernels[D.KERNEL_ID]) <= only_mlp and len(models) == 3 * len(E.CANDIDATES)
+
+
+def test_baselines_are_held_out_linear_fits(tiny_root):
+    data = D.load_device_data(tiny_root / "tiny.sqlite")
+    b = E.baseline_lofo(data)
+    assert set(E.BASELINES) <= set(b.columns) and b["flops"].notna().all()
+    assert (b[E.FLOPS] > 0).all() and list(E.baseline_scores(b)["baseline"]) == list(E.BASELINES)
+
+
+def test_evaluate_report_files_and_ratio_table(tiny_root, tmp_path):
+    from hase.report import write_report
+
+    ev = E.evaluate_predictor(tiny_root / "tiny.sqlite", tiny_root / "predictors" / "cpu-1t")
+    m = ev.models
+    assert np.allclose(m["sum_span_ratio"], m[D.SUM_COLUMNS["span"]] / m[D.MEASURED_MS])
+    assert m["calibrated_held_out_ms"].notna().all() and m["calibrated_train_ms"].notna().all()
+    assert {"measured", "held_out", "train"} == set(ev.summary["split"])
+    paths = write_report(ev, tmp_path / "rep")
+    html = paths["report.html"].read_text()
+    assert html.count("data:image/png;base64,") == 4 and "Every model" in html
+    assert "held-out families" in paths["report.md"].read_text()
+    assert pd.read_csv(paths["models.csv"]).shape[0] == 9
+
+
+def test_cli_train_and_evaluate(tiny_root, tmp_path, capsys):
+    (tmp_path / "t.toml").write_text(TINY_CONFIG.replace('targets = ["warm", "span"]', 'targets = ["span"]'))
+    rc = main(["-q", "train", "--store", str(tiny_root / "tiny.sqlite"), "--out", str(tmp_path / "p"),
+               "--config", str(tmp_path / "t.toml"), "--json"])
+    assert rc == 0 and json.loads(capsys.readouterr().out)[0]["default_target"] == "span"
+    rc = main(["-q", "evaluate", "--store", str(tiny_root / "tiny.sqlite"), "--predictors", str(tmp_path / "p"),
+               "--out", str(tmp_path / "rep"), "--json"])
+    assert rc == 0 and "held_out" in json.loads(capsys.readouterr().out)
+    assert (tmp_path / "rep" / "report.html").is_file()
+
+
+def test_train_errors_are_one_line(tiny_root, tmp_path, capsys):
+    assert main(["train", "--store", str(tmp_path / "none.sqlite")]) == 2
+    assert "store not found" in capsys.readouterr().err
+    (tmp_path / "bad.toml").write_text("[training]\nnope = 1\n")
+    assert main(["train", "--store", str(tiny_root / "tiny.sqlite"), "--config", str(tmp_path / "bad.toml")]) == 2
+    assert "unknown [training] keys" in capsys.readouterr().err
+    assert main(["evaluate", "--predictors", str(tmp_path), "--device", "nodev"]) == 2
+    assert "no trained predictor for device 'nodev'" in capsys.readouterr().err
+
+
+def test_one_family_is_not_enough(tiny_root, tmp_path):
+    from hase.collect import CollectConfig, ModelSource, collect
+    from hase.measure import MeasureSettings
+    from hase.runtime import EPConfig, TimingPolicy
+    from hase.store import Store
+    from hase.train import TrainConfig, train
+
+    p = tmp_path / "m.onnx"
+    onnx.save(mlp_model(8), p)
+    fast = TimingPolicy(warmup=1, min_runs=3, max_runs=3, min_time_s=0.0, max_time_s=0.02)
+    with Store(tmp_path / "one.sqlite") as store:
+        collect([ModelSource("m", "mlp", p)], CollectConfig((EPConfig(name="cpu-1t"),),
+                MeasureSettings(kernel=fast, model=fast, profile_warmup=1, profile_runs=2, cold_sessions=2)), store)
+    with pytest.raises(HaseError, match="needs two"):
+        train(tmp_path / "one.sqlite", tmp_path / "out", TrainConfig())
+
+
+@pytest.mark.parametrize("calibrate_on", ["measured", "predicted"])
+def test_fold_calibration_is_fitted_on_aligned_model_rows(tiny_root, calibrate_on):
+    from hase.estimate import fit_calibration
+    from hase.predictor import KernelPredictor
+
+    data = D.load_device_data(tiny_root / "tiny.sqlite")
+    make = lambda: KernelPredictor({"default": {"n_estimators": 4}}, min_samples=3)  # noqa: E731
+    rows, _ = E.fold_frames(data, "warm", "embed", make, calibrate_on)
+    train = data.models[data.models[D.FAMILY] != "embed"].set_index(D.MODEL_ID)
+    pred = E.fit_predictor(data, "warm", train.index, make)
+    sums = (E.measured_sum(data, "warm", train.index) if calibrate_on == "measured"
+            else E.model_predictions(data, pred, train.index)[E.SUM_PRED_MS]).reindex(train.index)
+    expected = fit_calibration(sums, train[D.N_KERNELS], train[D.MEASURED_MS], "scale", "ols")
+    got = rows[rows[E.CALIBRATION] == "scale/ols"].iloc[0]
+    assert got["alpha"] == pytest.approx(expected.alpha) and got["beta"] == pytest.approx(expected.beta)

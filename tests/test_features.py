@@ -1,0 +1,129 @@
+"""hase.features: per-family feature tables from kernel signatures, the registry, the generic fallback."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from conftest import conv_bn_relu_model
+from hase import features as F
+from hase import graph, split
+from hase.errors import HaseError
+from hase.features.reduce import reduced_axes
+from hase.features.registry import feature_family
+from hase.inputs import TensorSpec
+from hase.runtime import EPConfig
+from hase.split import KernelSpec
+
+
+def spec(op, inputs, outputs, attrs=(), domain=""):
+    """A KernelSpec from (shape, const) pairs; float32 tensors."""
+    ins = tuple(TensorSpec(f"i{k}", tuple(s), "float32", c) for k, (s, c) in enumerate(inputs))
+    outs = tuple(TensorSpec(f"o{k}", tuple(s), "float32") for k, s in enumerate(outputs))
+    return KernelSpec(f"{op}-{inputs}-{attrs}", op, domain, tuple(sorted(attrs)), ins, outs)
+
+
+def conv(cin=16, cout=32, hw=28, k=3, stride=1, group=1, op="Conv", act=None):
+    out = (hw + 2 * (k // 2) - k) // stride + 1
+    attrs = [("group", group), ("kernel_shape", [k, k]), ("strides", [stride, stride]), ("pads", [k // 2] * 4)]
+    if act:
+        attrs.append(("activation", act))
+    return spec(op, [((1, cin, hw, hw), False), ((cout, cin // group, k, k), True), ((cout,), True)],
+                [(1, cout, out, out)], attrs, "com.microsoft" if op == "FusedConv" else "")
+
+
+def test_conv_flops_params_and_geometry():
+    f = F.extract(conv(cin=16, cout=32, hw=28, k=3))
+    assert f["flops"] == 2 * 32 * 28 * 28 * 16 * 9  # MACs x 2
+    assert f["params"] == 32 * 16 * 9 + 32
+    assert (f["h"], f["w"], f["out_h"], f["kh"], f["pad_h"]) == (28, 28, 28, 3, 2)
+    assert f["in_bytes"] == 16 * 28 * 28 * 4 and f["weight_bytes"] == (32 * 16 * 9 + 32) * 4
+    assert f["bytes"] == f["in_bytes"] + f["out_bytes"] + f["weight_bytes"]
+    assert F.extract(conv(stride=2))["out_h"] == 14
+
+
+def test_depthwise_and_grouped_convs_are_separated():
+    dw = conv(cin=32, cout=32, group=32, op="FusedConv", act="Relu")
+    grouped = conv(cin=32, cout=32, group=4)
+    assert F.kernel_key(dw) == "FusedConv/dw" and F.kernel_key(conv()) == "Conv"
+    assert F.kernel_key(grouped) == "Conv"  # grouped stays with dense, told apart by features
+    g = F.extract(grouped)
+    assert (g["groups"], g["cin_per_group"], g["depthwise"]) == (4, 8, 0)
+    d = F.extract(dw)
+    assert d["depthwise"] == 1 and d["flops"] == 2 * 32 * 28 * 28 * 9 and d["activation"] == 1
+
+
+def test_matmul_dims_batch_and_transposes():
+    mm = F.extract(spec("MatMul", [((2, 4, 64, 32), False), ((2, 4, 32, 16), False)], [(2, 4, 64, 16)]))
+    assert (mm["batch"], mm["m"], mm["n"], mm["k"]) == (8, 64, 16, 32)
+    assert mm["flops"] == 2 * 8 * 64 * 16 * 32 and mm["b_batched"] == 1 and mm["b_const"] == 0
+    gemm = F.extract(spec("Gemm", [((128, 256), False), ((512, 256), True), ((512,), True)], [(128, 512)],
+                          [("transB", 1)]))
+    assert (gemm["m"], gemm["n"], gemm["k"], gemm["trans_b"], gemm["b_const"], gemm["has_bias"]) == (128, 512, 256, 1, 1, 1)
+    vec = F.extract(spec("MatMul", [((64,), False), ((64, 10), True)], [(10,)]))
+    assert (vec["m"], vec["n"], vec["k"]) == (1, 10, 64)
+
+
+def test_elementwise_broadcast_patterns():
+    same = F.extract(spec("Add", [((1, 8, 4, 4), False), ((1, 8, 4, 4), False)], [(1, 8, 4, 4)]))
+    scalar = F.extract(spec("Mul", [((1, 8, 4, 4), False), ((), True)], [(1, 8, 4, 4)]))
+    row = F.extract(spec("Add", [((2, 64, 128), False), ((128,), True)], [(2, 64, 128)]))
+    chan = F.extract(spec("Add", [((1, 8, 4, 4), False), ((1, 8, 1, 1), True)], [(1, 8, 4, 4)]))
+    assert [x["broadcast"] for x in (same, scalar, row, chan)] == [0, 1, 2, 3]
+    assert row["broadcast_ratio"] == 128 and chan["inner_block"] == 1 and same["inner_block"] == 128
+
+
+def test_reductions_infer_axes_from_shapes():
+    assert reduced_axes((1, 48, 20, 20), (1, 48, 1, 1)) == [2, 3]
+    assert reduced_axes((2, 64, 128), (2, 64)) == [2]
+    r = F.extract(spec("ReduceMean", [((1, 48, 20, 20), False)], [(1, 48, 1, 1)]))
+    assert (r["reduce_size"], r["n_axes"], r["last_axis_reduced"]) == (400, 2, 1)
+
+
+def test_movement_transpose_and_concat():
+    t = F.extract(spec("Transpose", [((2, 64, 2, 64), False)], [(2, 2, 64, 64)], [("perm", [0, 2, 1, 3])]))
+    assert t["perm_moved"] == 2 and t["last_axis_kept"] == 1 and t["inner_block"] == 64
+    c = F.extract(spec("Concat", [((1, 8, 4, 4), False), ((1, 8, 4, 4), False)], [(1, 16, 4, 4)], [("axis", 1)]))
+    assert c["axis_from_end"] == 2 and c["inner_block"] == 16 and c["n_inputs"] == 2
+
+
+def test_unknown_op_uses_generic_table():
+    s = spec("NotARealOp", [((3, 5), False), ((5,), True)], [(3, 5)])
+    assert not F.has_family("NotARealOp") and F.family_of("NotARealOp").name == F.GENERIC
+    g = F.extract(s)
+    assert g == F.generic_extract(s)
+    assert (g["in_elems"], g["out_elems"], g["const_bytes"], g["max_rank"]) == (20, 15, 20, 2)
+
+
+def test_every_family_has_flops_and_bytes_and_docs():
+    doc = F.describe()
+    assert set(doc["family"]) == {f.name for f in F.families()}
+    assert doc["meaning"].str.len().min() > 3
+    for fam in F.families():
+        assert {"flops", "bytes"} <= set(fam.column_names)
+
+
+def test_registry_checks_itself():
+    with pytest.raises(ValueError, match="registered twice"):
+        feature_family("conv", ("Nope",), (("flops", ""), ("bytes", "")))(lambda s: {})
+    with pytest.raises(ValueError, match="already belong"):
+        feature_family("another", ("Conv",), (("flops", ""), ("bytes", "")))(lambda s: {})
+    with pytest.raises(ValueError, match="include"):
+        feature_family("nobytes", ("Nope2",), (("flops", ""),))
+    with pytest.raises(HaseError, match="known families are"):
+        F.get_family("nope")
+
+
+def test_features_of_a_real_kernel_graph():
+    kg = graph.kernel_graph(conv_bn_relu_model(c=8, hw=16), EPConfig())
+    specs = [n.spec for n in split.split(kg)]
+    keys = [F.kernel_key(s) for s in specs]
+    assert "FusedConv" in keys and "Gemm" in keys
+    for s in specs:
+        values = list(F.extract(s).values())
+        assert all(math.isfinite(v) for v in values), s.op_type
+    first = next(s for s in specs if s.op_type == "FusedConv")
+    assert F.extract(first)["flops"] == 2 * 8 * 16 * 16 * 3 * 9
+    costs = F.cost_frame(specs)
+    assert list(costs.columns) == ["key", "family", "flops", "bytes"] and np.all(costs["bytes"] > 0)

@@ -1,0 +1,171 @@
+"""hase.predictor: per-op forests, fallbacks, batched prediction, and the verified persistence."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from hase import features as F
+from hase.errors import HaseError
+from hase.inputs import TensorSpec
+from hase.predictor import (MANIFEST, SOURCE_FAMILY, SOURCE_GENERIC, SOURCE_OP, KernelPredictor, PredictorBundle,
+                            fit_base, load_bundle, params_for, predictor_dir, read_manifest, save_bundle)
+from hase.split import KernelSpec
+
+
+def conv_spec(cin: int, cout: int, hw: int, k: int = 3, group: int = 1) -> KernelSpec:
+    ins = (TensorSpec("x", (1, cin, hw, hw), "float32"), TensorSpec("w", (cout, cin // group, k, k), "float32", True))
+    outs = (TensorSpec("y", (1, cout, hw, hw), "float32"),)
+    attrs = (("group", group), ("kernel_shape", [k, k]), ("pads", [k // 2] * 4))
+    return KernelSpec(f"c{cin}-{cout}-{hw}-{k}-{group}", "Conv", "", attrs, ins, outs)
+
+
+def add_spec(n: int, op: str = "Add") -> KernelSpec:
+    t = TensorSpec("a", (1, n), "float32")
+    return KernelSpec(f"{op}{n}", op, "", (), (t, TensorSpec("b", (1, n), "float32")), (TensorSpec("y", (1, n), "float32"),))
+
+
+def odd_spec(n: int) -> KernelSpec:
+    return KernelSpec(f"odd{n}", "NotARealOp", "", (), (TensorSpec("a", (n, 4), "float32"),),
+                      (TensorSpec("y", (n, 4), "float32"),))
+
+
+def synthetic_latency(spec: KernelSpec) -> float:
+    """A deterministic cost for exercising the fitting plumbing (not a measurement): 10 µs + 1 ns per FLOP."""
+    f = F.extract(spec)
+    return 0.01 + 1e-6 * f["flops"] / 1e3
+
+
+@pytest.fixture(scope="module")
+def fitted() -> tuple[KernelPredictor, list[KernelSpec]]:
+    specs = [conv_spec(c, c2, hw) for c in (4, 8, 16) for c2 in (8, 16, 32) for hw in (8, 12, 16, 24)]
+    specs += [add_spec(n, op) for n in (64, 128, 256) for op in ("Add", "Mul")]  # 3 each < min_samples: the
+    # elementwise family forest (6 kernels) covers them
+    specs += [odd_spec(n) for n in (1, 2, 4, 8, 16)]
+    y = [synthetic_latency(s) for s in specs]
+    params = {"default": {"n_estimators": 16, "max_depth": 12}, "fallback": {"n_estimators": 8}}
+    return KernelPredictor(params, min_samples=5, random_state=1).fit(specs, y), specs
+
+
+def test_sklearn_conventions(fitted):
+    model, _ = fitted
+    fresh = KernelPredictor({"default": {"n_estimators": 3}}, min_samples=5)
+    assert fresh.min_samples == 5 and not hasattr(fresh, "forests_")  # __init__ stores params only
+    assert model.fit is not None and set(model.forests_) == {"Conv"}
+    assert all(name.endswith("_") for name in vars(model) if name not in vars(fresh))
+
+
+def test_routes_and_fallbacks_are_reported(fitted):
+    model, _ = fitted
+    assert "min_samples" in model.skipped_["Add"] and "generic" in model.skipped_["NotARealOp"]
+    assert model.route(conv_spec(8, 8, 8))[:2] == ("Conv", SOURCE_OP)
+    assert model.route(add_spec(512))[:2] == ("Add", SOURCE_FAMILY)
+    assert model.route(odd_spec(3))[:2] == ("NotARealOp", SOURCE_GENERIC)
+    never_seen = KernelSpec("g", "GlobalAveragePool", "", (), (TensorSpec("x", (1, 8, 4, 4), "float32"),),
+                            (TensorSpec("y", (1, 8, 1, 1), "float32"),))
+    frame, _ = model.predict_detail([never_seen])
+    assert frame["source"].iloc[0] == SOURCE_GENERIC and frame["pred_ms"].iloc[0] > 0  # never 0 ms
+
+
+def test_in_range_accuracy_and_extrapolation_through_the_base(fitted):
+    model, specs = fitted
+    conv = [s for s in specs if s.op_type == "Conv"]
+    truth = np.array([synthetic_latency(s) for s in conv])
+    assert np.median(np.abs(model.predict(conv) / truth - 1)) < 0.05
+    big = conv_spec(64, 64, 56)  # 60x the largest training kernel's FLOPs
+    assert model.predict([big])[0] / synthetic_latency(big) == pytest.approx(1.0, rel=0.3)
+    no_base = KernelPredictor({"default": {"n_estimators": 16}}, min_samples=5, base=False).fit(
+        conv, truth)
+    assert no_base.predict([big])[0] < 0.2 * synthetic_latency(big)  # a bare forest is capped at what it saw
+
+
+def test_predict_detail_is_batched_with_tree_draws(fitted):
+    model, specs = fitted
+    frame, draws = model.predict_detail(specs, n_draws=10)
+    assert list(frame.columns) == ["key", "source", "pred_ms"] and draws.shape == (len(specs), 10)
+    assert np.allclose(frame["pred_ms"], model.predict(specs))
+    assert np.all(draws.min(axis=1) <= frame["pred_ms"] * 1.0001)
+
+
+def test_fit_base_is_non_negative_relative_least_squares():
+    specs = [conv_spec(c, c, hw) for c in (4, 8, 16) for hw in (8, 16, 32)]
+    fam = F.get_family("conv")
+    X = np.array([list(fam.extract(s).values()) for s in specs], dtype=np.float32)
+    y = 2e-9 * X[:, fam.column_names.index("flops")] + 0.005
+    a, b, c = fit_base(X, y, fam)
+    assert a == pytest.approx(2e-9, rel=1e-3) and c == pytest.approx(0.005, rel=1e-3) and b >= 0
+
+
+def test_params_lookup_order_and_errors():
+    params = {"Conv/dw": {"n_estimators": 1}, "Conv": {"n_estimators": 2}, "conv": {"n_estimators": 3},
+              "default": {"n_estimators": 4}, "fallback": {"n_estimators": 5}}
+    assert params_for(params, "Conv/dw", "conv").n_estimators == 1
+    assert params_for(params, "FusedConv/dw", "conv").n_estimators == 3
+    assert params_for(params, "Add", "elementwise").n_estimators == 4
+    assert params_for(params, "family:conv", "conv").n_estimators == 5
+    with pytest.raises(HaseError, match="unknown forest keys"):
+        params_for({"default": {"trees": 3}}, "Add", "elementwise")
+    with pytest.raises(HaseError, match="one feature family"):
+        KernelPredictor(aliases={"Add": "Conv"}).fit([add_spec(4)], [1.0])
+
+
+def test_save_load_roundtrip_and_tamper_checks(fitted, tmp_path):
+    model, specs = fitted
+    from hase.predictor import feature_schema, schema_sha
+
+    manifest = {"device": "cpu-1t", "default_target": "warm", "device_meta": {"execution_provider": "CPUExecutionProvider"},
+                "feature_schema_sha": schema_sha(feature_schema()), "targets": {"warm": {"calibration": {}}}}
+    d = save_bundle(tmp_path / "p" / "cpu-1t", manifest, {"warm": model})
+    bundle = load_bundle(d)
+    assert isinstance(bundle, PredictorBundle) and bundle.device == "cpu-1t"
+    assert np.allclose(bundle.predictors["warm"].predict(specs), model.predict(specs))
+    assert bundle.ep_config().ep == "cpu" and bundle.target(None) == "warm"
+    assert predictor_dir("cpu-1t", tmp_path / "p") == d
+    with pytest.raises(HaseError, match=r"have: \['cpu-1t'\]"):
+        predictor_dir("gpu", tmp_path / "p")
+    with pytest.raises(HaseError, match="no 'span' target"):
+        bundle.target("span")
+    # a changed joblib file is refused before it is unpickled
+    raw = (d / "warm.joblib").read_bytes()
+    (d / "warm.joblib").write_bytes(raw[:-1] + bytes([raw[-1] ^ 1]))
+    with pytest.raises(HaseError, match="sha256 .* does not match"):
+        load_bundle(d)
+    (d / "warm.joblib").unlink()
+    with pytest.raises(HaseError, match="incomplete"):
+        read_manifest(d)
+    (d / MANIFEST).write_text("{")
+    with pytest.raises(HaseError, match="not valid JSON"):
+        read_manifest(d)
+    (d / MANIFEST).unlink()
+    with pytest.raises(HaseError, match="no manifest.json"):
+        read_manifest(d)
+    with pytest.raises(HaseError, match="not found"):
+        read_manifest(tmp_path / "missing")
+
+
+def test_feature_schema_change_requires_retraining(fitted, tmp_path):
+    model, _ = fitted
+    manifest = {"device": "x", "default_target": "warm", "feature_schema_sha": "0" * 64,
+                "targets": {"warm": {"calibration": {}}}}
+    d = save_bundle(tmp_path / "x", manifest, {"warm": model})
+    assert json.loads((d / MANIFEST).read_text())["files"]
+    with pytest.raises(HaseError, match="another feature schema"):
+        load_bundle(d)
+
+
+def test_packed_forest_matches_scikit_learn_tree_by_tree():
+    from sklearn.ensemble import RandomForestRegressor
+
+    from hase.forest import pack_forest
+
+    rng = np.random.default_rng(0)
+    X = rng.random((300, 6)).astype(np.float32)
+    y = 3 * X[:, 0] + np.sin(5 * X[:, 1]) + rng.normal(0, 0.05, 300)
+    forest = RandomForestRegressor(n_estimators=12, min_samples_leaf=2, random_state=0).fit(X, y)
+    packed = pack_forest(forest)
+    Xt = rng.random((50, 6)).astype(np.float32)
+    expected = np.stack([t.predict(Xt) for t in forest.estimators_])
+    assert np.array_equal(packed.predict_trees(Xt), expected) and packed.n_trees == 12
+    with pytest.raises(ValueError, match="expected 6 features"):
+        packed.predict_trees(Xt[:, :3])
