@@ -18,6 +18,9 @@ else
   OTHER := onnxruntime-gpu
 endif
 
+PREDICTORS ?= data/predictors
+REPORT ?= reports
+
 .PHONY: setup demo test zoo collect train report bench clean
 
 $(BIN)/activate:
@@ -33,7 +36,7 @@ $(VENV)/.installed-$(EP): pyproject.toml | $(BIN)/activate
 
 setup: $(VENV)/.installed-$(EP)
 
-demo: setup collect
+demo: setup collect train report
 	@echo "Done: measurements in $(STORE); try: $(HASE) profile model_zoo/zoo_small/resnet_d18_w0.5_r64_b1.onnx"
 
 test: setup
@@ -45,8 +48,15 @@ zoo: setup
 collect: setup
 	$(HASE) collect --zoo $(ZOO) --devices $(DEVICE) --store $(STORE) $(if $(EXPORTED),--models-dir $(EXPORTED))
 
+train: setup
+	$(HASE) train --store $(STORE) --out $(PREDICTORS) --config configs/predictor.toml
+
+report: setup
+	$(HASE) evaluate --store $(STORE) --predictors $(PREDICTORS) --device cpu-1t --out $(REPORT)
+
 bench: setup
 	$(BIN)/python benchmarks/bench_collect.py --zoo $(ZOO)
+	$(BIN)/python benchmarks/bench_predict.py
 	$(BIN)/python benchmarks/bench_pipeline.py
 
 clean:
