@@ -16,7 +16,9 @@ from hase.errors import HaseError
 COMMANDS = ("zoo", "split", "collect", "profile", "train", "predict", "evaluate", "pipeline")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser, or (with `only`) one that registers just that subcommand, so `hase predict`
+    does not pay for importing every other command's dependencies."""
     parser = argparse.ArgumentParser(
         prog="hase",
         description="Predict ONNX model latency from kernel measurements, and explain where a run's time goes.",
@@ -25,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         try:
             module = importlib.import_module(f"hase.commands.{name}")
         except ModuleNotFoundError as exc:
@@ -38,7 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `hase` console script; returns the process exit code."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    first = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(first if first in COMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

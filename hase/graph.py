@@ -17,10 +17,11 @@ from typing import Mapping
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
+from onnx.external_data_helper import load_external_data_for_model
 
-from hase import runtime
+from hase import probe, runtime
 from hase.errors import HaseError
-from hase.inputs import TensorSpec, make_model_feeds, np_dtype
+from hase.inputs import TensorSpec, make_model_feeds
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +40,12 @@ def load_model(path: str | os.PathLike, input_shapes: Mapping[str, tuple[int, ..
     p = Path(path)
     if not p.is_file():
         raise HaseError(f"model file not found: {p} (check the path)")
-    _check_external_data(p)
     try:
         model = onnx.load(str(p), load_external_data=True)
     except DecodeError as exc:
         raise HaseError(f"{p} is not a valid ONNX file (truncated or another format): re-export it") from exc
-    except (FileNotFoundError, OSError) as exc:
-        raise HaseError(f"{p}: external data file is missing ({exc.filename or exc}): "
-                        f"put it next to the model, as when it was exported") from exc
-    except Exception as exc:  # onnx raises ValueError/RuntimeError variants for malformed files
+    except Exception as exc:  # onnx raises OSError/ValidationError/ValueError variants
+        _check_external_data(p)  # names a missing external-data file, if that is the cause
         raise HaseError(f"{p} is not a valid ONNX file ({type(exc).__name__}): re-export it") from exc
     if not model.graph.node:
         raise HaseError(f"{p} has no graph nodes: is it an ONNX model file?")
@@ -139,6 +137,7 @@ class KernelGraph:
     values: dict[str, TensorSpec]
     opt_level: str
     feeds: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
+    has_weights: bool = True
 
     @property
     def nodes(self) -> list[onnx.NodeProto]:
@@ -149,60 +148,42 @@ class KernelGraph:
         return {t.name: t for t in self.model.graph.initializer}
 
 
-def optimize(model: onnx.ModelProto, ep: runtime.EPConfig) -> onnx.ModelProto:
-    """The model after ONNX Runtime's graph optimizations at the config's level (ORT's own fusions)."""
-    with tempfile.TemporaryDirectory(prefix="hase_opt_") as tmp:
-        out = os.path.join(tmp, "optimized.onnx")
-        runtime.make_session(model.SerializeToString(), ep, optimized_model_path=out)
-        return onnx.load(out)
+WEIGHTS_FILE = "weights.bin"
 
 
-def kernel_graph(model: onnx.ModelProto, ep: runtime.EPConfig, seed: int = 0) -> KernelGraph:
-    """Optimize with ORT, then run the optimized graph once on the CPU to learn every tensor's spec."""
+def optimize_to(model: onnx.ModelProto, ep: runtime.EPConfig, directory: str | os.PathLike,
+                source: str | os.PathLike | None = None) -> Path:
+    """Save the model as ONNX Runtime optimizes it at the config's level (ORT's own fusions) into
+    `directory`, with initializers over 1 KB in an external `weights.bin`; returns the model path.
+    `source`: the model's file, when `model` is exactly its content (ORT then reads it directly)."""
+    out = Path(directory) / "optimized.onnx"
+    src = Path(directory) / "source.onnx"
+    if source is None:
+        onnx.save(model, str(src))  # ORT reads the file: no serialized copy held alongside the session
+    config = {**probe.NO_PREPACK,
+              "session.optimized_model_external_initializers_file_name": WEIGHTS_FILE,
+              "session.optimized_model_external_initializers_min_size_in_bytes": "1024"}
+    sess = runtime.make_session(source or src, ep, optimized_model_path=str(out), config=config)
+    del sess
+    src.unlink(missing_ok=True)
+    return out
+
+
+def kernel_graph(model: onnx.ModelProto, ep: runtime.EPConfig, seed: int = 0, with_weights: bool = True,
+                 source: str | os.PathLike | None = None) -> KernelGraph:
+    """Optimize with ORT, then run the optimized graph once on the CPU to learn every tensor's spec.
+
+    with_weights=False (prediction) keeps large weights on disk only and learns shapes from ORT's
+    profile instead of exposing every tensor, so the kernels can be described but not built.
+    `source`: the file `model` was loaded from, if load_model changed nothing (saves a copy).
+    """
     feeds = make_model_feeds(model, seed)
-    opt = optimize(model, ep)
-    values = observe_values(opt, feeds)
-    return KernelGraph(opt, values, ep.opt_level, feeds)
-
-
-def observe_values(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, TensorSpec]:
-    """Shape, dtype and [min, max] of every tensor in the graph, from a real ORT run."""
-    values: dict[str, TensorSpec] = {}
-    for t in opt.graph.initializer:
-        values[t.name] = TensorSpec(t.name, tuple(t.dims), np_dtype(t.data_type), const=True)
-    for name, arr in feeds.items():
-        values[name] = _spec_of(name, arr)
-    for name, arr in run_all_values(opt, feeds).items():
-        values[name] = _spec_of(name, arr)
-    return values
-
-
-def run_all_values(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Run an (already optimized) graph on ORT's CPU EP with every node output exposed as a graph output."""
-    probe = onnx.ModelProto()
-    probe.CopyFrom(opt)
-    have = {o.name for o in probe.graph.output}
-    for node in probe.graph.node:
-        for out in node.output:
-            if out and out not in have:
-                probe.graph.output.append(onnx.ValueInfoProto(name=out))
-                have.add(out)
-    cpu = runtime.EPConfig(name="shape-probe", ep="cpu", intra_op_threads=1, opt_level="disabled")
-    sess = runtime.make_session(probe.SerializeToString(), cpu)
-    names = [o.name for o in sess.get_outputs()]
-    try:
-        arrays = sess.run(names, dict(feeds))
-    except Exception as exc:
-        raise HaseError(f"ONNX Runtime failed to run the model: {runtime.first_line(exc)}") from exc
-    return dict(zip(names, arrays))
-
-
-def _spec_of(name: str, arr: np.ndarray) -> TensorSpec:
-    arr = np.asarray(arr)
-    low, high = -1.0, 1.0
-    if arr.size and arr.dtype != object:
-        vals = arr.astype(np.float64) if arr.dtype == np.bool_ else arr
-        finite = vals[np.isfinite(vals)] if np.issubdtype(vals.dtype, np.floating) else vals
-        if finite.size:
-            low, high = float(finite.min()), float(finite.max())
-    return TensorSpec(name, tuple(int(d) for d in arr.shape), arr.dtype.name, False, low, high)
+    with tempfile.TemporaryDirectory(prefix="hase_kg_") as tmp:
+        path = optimize_to(model, ep, tmp, source)
+        opt = onnx.load(str(path), load_external_data=False)
+        if with_weights:
+            load_external_data_for_model(opt, tmp)
+            values = probe.observe_values(opt, feeds)
+        else:
+            values = probe.observe_shapes(opt, path, feeds)
+    return KernelGraph(opt, values, ep.opt_level, feeds, with_weights)

@@ -92,8 +92,10 @@ def session_options(
     profile_prefix: str | None = None,
     optimized_model_path: str | None = None,
     opt_level: str | None = None,
+    config: Mapping[str, str] | None = None,
 ):
-    """SessionOptions with the config's threads and optimization level (overridable)."""
+    """SessionOptions with the config's threads and optimization level (overridable), plus extra
+    session config entries (e.g. `session.disable_prepacking`)."""
     so = ort().SessionOptions()
     so.intra_op_num_threads = ep.intra_op_threads
     so.inter_op_num_threads = ep.inter_op_threads
@@ -102,6 +104,8 @@ def session_options(
     if ep.intra_op_threads == 1:
         # With one thread, spinning worker threads only steal the core we are timing on.
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    for key, value in (config or {}).items():
+        so.add_session_config_entry(key, value)
     if profile_prefix:
         so.enable_profiling = True
         so.profile_file_prefix = profile_prefix
@@ -117,6 +121,7 @@ def make_session(
     profile_prefix: str | None = None,
     optimized_model_path: str | None = None,
     opt_level: str | None = None,
+    config: Mapping[str, str] | None = None,
 ):
     """Create an InferenceSession on exactly the config's provider; a load failure is a HaseError.
 
@@ -125,10 +130,11 @@ def make_session(
         profile_prefix: enable ORT's profiler, writing `<prefix>_<date>.json`.
         optimized_model_path: save the optimized graph there (how Hase gets ORT's fused kernel graph).
         opt_level: override the config's graph optimization level.
+        config: extra session config entries.
     """
     check_provider(ep)
     so = session_options(ep, profile_prefix=profile_prefix, optimized_model_path=optimized_model_path,
-                         opt_level=opt_level)
+                         opt_level=opt_level, config=config)
     providers: list[Any] = [ep.provider]
     if ep.ep == "cuda":
         providers = [(ep.provider, {"device_id": ep.device_id}), "CPUExecutionProvider"]

@@ -155,6 +155,8 @@ def _outer_refs(node: onnx.NodeProto) -> list[str]:
 
 def kernel_model(kg: KernelGraph, node: onnx.NodeProto) -> onnx.ModelProto:
     """A standalone ONNX model holding exactly this node; constant inputs stay initializers."""
+    if not kg.has_weights:
+        raise HaseError("this kernel graph was built without weights (with_weights=False): rebuild it with weights")
     inits = kg.initializers
     graph_inputs, initializers, seen = [], [], set()
     for name in list(node.input) + _outer_refs(node):

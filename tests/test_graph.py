@@ -93,3 +93,16 @@ def test_exported_models_load(exported_dir):
     feeds = make_model_feeds(model)
     assert set(feeds) == {"input_ids", "attention_mask"}
     assert feeds["input_ids"].max() < 1000 and set(feeds["attention_mask"].ravel()) <= {0, 1}
+
+
+@pytest.mark.parametrize("name", ["hf_gpt2_tiny_s64_b1", "timm_semnasnet_050_b1"])
+def test_shapes_only_probe_agrees_with_full_probe(exported_dir, name):
+    from hase import split
+
+    model = graph.load_model(exported_dir / f"{name}.onnx")
+    full = graph.kernel_graph(model, EPConfig())
+    light = graph.kernel_graph(model, EPConfig(), with_weights=False)
+    assert [n.spec.kernel_id for n in split.split(full)] == [n.spec.kernel_id for n in split.split(light)]
+    assert not light.has_weights
+    with pytest.raises(HaseError, match="without weights"):
+        split.kernel_model(light, light.nodes[0])
