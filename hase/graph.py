@@ -105,12 +105,15 @@ def fix_input_shapes(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[in
             raise HaseError(f"input {name!r} has symbolic shape {sym}: pass --input-shape {name}=D0,D1,...")
 
 
+RENAMED = "_hase"  # infix of node names load_model made up
+
+
 def name_nodes(model: onnx.ModelProto) -> None:
     """Give unnamed nodes a unique name so ORT's profile events can be mapped back to them."""
     seen: set[str] = set()
     for i, node in enumerate(model.graph.node):
         if not node.name or node.name in seen:
-            node.name = f"{node.op_type}_hase{i}"
+            node.name = f"{node.op_type}{RENAMED}{i}"
         seen.add(node.name)
 
 
@@ -178,12 +181,19 @@ def kernel_graph(model: onnx.ModelProto, ep: runtime.EPConfig, seed: int = 0, wi
     `source`: the file `model` was loaded from, if load_model changed nothing (saves a copy).
     """
     feeds = make_model_feeds(model, seed)
+    if source is not None and any(RENAMED in n.name for n in model.graph.node):
+        source = None  # load_model named some nodes: the file is not what `model` holds
     with tempfile.TemporaryDirectory(prefix="hase_kg_") as tmp:
         path = optimize_to(model, ep, tmp, source)
         opt = onnx.load(str(path), load_external_data=False)
-        if with_weights:
+        values = None
+        if not with_weights:
+            try:
+                values = probe.observe_shapes(opt, path, feeds)
+            except probe.ShapesUnavailable as exc:
+                log.debug("shapes-only probe failed (%s); running the full probe", exc)
+        if values is None:
             load_external_data_for_model(opt, tmp)
             values = probe.observe_values(opt, feeds)
-        else:
-            values = probe.observe_shapes(opt, path, feeds)
+            with_weights = True
     return KernelGraph(opt, values, ep.opt_level, feeds, with_weights)

@@ -23,6 +23,10 @@ _PROFILE_DTYPES = {"float": "float32", "double": "float64", "float16": "float16"
                    "int64": "int64", "int32": "int32", "int16": "int16", "int8": "int8", "uint8": "uint8",
                    "uint16": "uint16", "uint32": "uint32", "uint64": "uint64", "bool": "bool"}
 
+class ShapesUnavailable(HaseError):
+    """ORT's profile does not name every node's output shapes (e.g. unnamed nodes)."""
+
+
 # Sessions that only optimize or probe shapes never run weights through GEMM/conv kernels for real
 # timing, so they skip pre-packing (a second, packed copy of every weight).
 NO_PREPACK = {"session.disable_prepacking": "1"}
@@ -92,7 +96,7 @@ def observe_shapes(opt: onnx.ModelProto, path: str | os.PathLike, feeds: Mapping
     for node in opt.graph.node:
         outs = shapes.get(node.name)
         if outs is None or len(outs) != len(node.output):
-            raise HaseError(f"ORT's profile has no output shapes for node {node.name!r}: use the full probe")
+            raise ShapesUnavailable(f"ORT's profile has no output shapes for node {node.name!r}")
         for name, entry in zip(node.output, outs):
             if name:
                 (dtype, shape), = entry.items()

@@ -106,3 +106,18 @@ def test_shapes_only_probe_agrees_with_full_probe(exported_dir, name):
     assert not light.has_weights
     with pytest.raises(HaseError, match="without weights"):
         split.kernel_model(light, light.nodes[0])
+
+
+def test_shapes_only_probe_with_unnamed_nodes(tmp_path):
+    from hase import split
+
+    m = conv_bn_relu_model()
+    for node in m.graph.node:
+        node.name = ""
+    p = tmp_path / "unnamed.onnx"
+    onnx.save(m, p)
+    model = graph.load_model(p)
+    assert all(n.name for n in model.graph.node)
+    light = graph.kernel_graph(model, EPConfig(), with_weights=False, source=p)
+    full = graph.kernel_graph(model, EPConfig())
+    assert [n.spec.kernel_id for n in split.split(light)] == [n.spec.kernel_id for n in split.split(full)]
