@@ -179,10 +179,7 @@ def estimate_model(path: str | Path, bundle: PredictorBundle, target: str | None
 
     t0 = time.perf_counter()
     target = bundle.target(target)
-    model = graph.load_model(path, input_shapes)
-    # Unchanged by load_model (no shapes given), ORT can read the file itself: one copy less in memory.
-    source = None if input_shapes else Path(path)
-    kg = graph.kernel_graph(model, bundle.ep_config(), with_weights=False, source=source)
+    kg = graph.file_kernel_graph(path, bundle.ep_config(), input_shapes, with_weights=False)
     nodes = split.split(kg)
     if not nodes:
         raise HaseError(f"{path}: ONNX Runtime's optimized graph has no nodes to predict")

@@ -154,7 +154,7 @@ class KernelGraph:
 WEIGHTS_FILE = "weights.bin"
 
 
-def optimize_to(model: onnx.ModelProto, ep: runtime.EPConfig, directory: str | os.PathLike,
+def optimize_to(model: onnx.ModelProto | None, ep: runtime.EPConfig, directory: str | os.PathLike,
                 source: str | os.PathLike | None = None) -> Path:
     """Save the model as ONNX Runtime optimizes it at the config's level (ORT's own fusions) into
     `directory`, with initializers over 1 KB in an external `weights.bin`; returns the model path.
@@ -183,6 +183,23 @@ def kernel_graph(model: onnx.ModelProto, ep: runtime.EPConfig, seed: int = 0, wi
     feeds = make_model_feeds(model, seed)
     if source is not None and any(RENAMED in n.name for n in model.graph.node):
         source = None  # load_model named some nodes: the file is not what `model` holds
+    return _optimized_kernel_graph(model if source is None else None, feeds, ep, with_weights, source)
+
+
+def file_kernel_graph(path: str | os.PathLike, ep: runtime.EPConfig, input_shapes=None,
+                      with_weights: bool = True) -> KernelGraph:
+    """`kernel_graph` of a model file; when loading changed nothing, the parsed model is dropped before
+    ORT reads the file itself, so a large model is never held twice (what keeps `hase predict` lean)."""
+    model = load_model(path, input_shapes)
+    if input_shapes or any(RENAMED in n.name for n in model.graph.node):
+        return kernel_graph(model, ep, with_weights=with_weights)
+    feeds = make_model_feeds(model)
+    del model
+    return _optimized_kernel_graph(None, feeds, ep, with_weights, path)
+
+
+def _optimized_kernel_graph(model: onnx.ModelProto | None, feeds: dict[str, np.ndarray], ep: runtime.EPConfig,
+                            with_weights: bool, source: str | os.PathLike | None) -> KernelGraph:
     with tempfile.TemporaryDirectory(prefix="hase_kg_") as tmp:
         path = optimize_to(model, ep, tmp, source)
         opt = onnx.load(str(path), load_external_data=False)
