@@ -1,18 +1,23 @@
 """Pipeline profiler overhead and memory: tracing on vs off throughput, and memory for 10,000 trace events.
 
 Throughput: the same simulation pipeline (prep on ORT CPU -> embed data-parallel over ORT CPU + OpenVINO CPU ->
-classify on OpenVINO CPU) runs with tracing off, with trace events only, and with trace events plus backend
-hardware profiling (ORT profiler + OpenVINO PERF_COUNT, the default), interleaved (the order rotates every
-repeat, never two runs at once); medians are reported.
+classify on OpenVINO CPU) runs in four modes: tracing off; trace events only; trace events + hardware time
+sampled (the default: ORT profiler / OpenVINO PERF_COUNT on one batch in `hw_sample_every`, in blocks of
+`hw_sample_block`); trace events + hardware time on every run (`hw_sample_every = 1`). The modes run
+interleaved (one after the other, never two at once; the order rotates every repeat) and the report gives the
+median throughput per mode, and the median and quartiles of the per-repeat overhead against tracing off
+(paired, so slow drifts of background load cancel), with the machine's load average before and after.
 Memory: each measurement runs in a fresh subprocess and reports the RSS growth over the streaming run, the
-events kept, and the event-log bytes; 10,000 events, then 4x and 8x as many with max_events=10,000, show
-where memory stops growing (event log capped by max_events, ORT's profile by hw_profile_events).
+events kept, and the event-log bytes; 10,000 events, then 4x and 8x as many with max_events=10,000 and
+hardware time on every run (the fastest way to reach ORT's profile budget), show where memory stops growing
+(event log capped by max_events, ORT's profile by hw_profile_events).
 
-Usage: python benchmarks/bench_pipeline.py [--repeats 9] [--batches 300] [--quick]
+Usage: python benchmarks/bench_pipeline.py [--repeats 15] [--batches 300] [--quick] [--extra 8:1:0,8:32:8]
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -24,8 +29,10 @@ import time
 from hase import runtime
 from hase.pipeline import PipelineSpec, run_pipeline, simulation_spec
 from hase.pipeline.events import RECORD
+from hase.pipeline.spec import DEFAULT_HW_SAMPLE_BLOCK, DEFAULT_HW_SAMPLE_EVERY, DEFAULT_HW_SAMPLE_WARMUP
 
 EVENTS_PER_BATCH = 6  # prep 1 + embed (partition, 2 executors, merge) 4 + classify 1
+DEFAULT_SAMPLING = (DEFAULT_HW_SAMPLE_EVERY, DEFAULT_HW_SAMPLE_BLOCK, DEFAULT_HW_SAMPLE_WARMUP)
 
 
 def overhead_spec(batch: int, width: int, layers: int) -> PipelineSpec:
@@ -33,25 +40,40 @@ def overhead_spec(batch: int, width: int, layers: int) -> PipelineSpec:
                            devices=("cpu", "ov:CPU"))
 
 
-MODES = {"off": dict(trace=False), "events": dict(trace=True, hardware=False), "events+hw": dict(trace=True)}
+def modes(extra: list[tuple[int, int, int]]) -> dict[str, dict]:
+    """Mode name -> run_pipeline keywords plus `sampling` (hw_sample_every, _block, _warmup) for the hw modes."""
+    out = {"off": {"trace": False}, "events": {"trace": True, "hardware": False}}
+    for k, m, w in dict.fromkeys([DEFAULT_SAMPLING, *extra, (1, 1, 0)]):
+        out[f"hw {k}:{m}:{w}"] = {"trace": True, "sampling": (k, m, w)}
+    return out
 
 
-def throughput(spec: PipelineSpec, batches: int, mode: str) -> float:
-    return run_pipeline(spec, batches, **MODES[mode]).throughput_per_s
+def throughput(spec: PipelineSpec, batches: int, mode: dict) -> float:
+    kw = dict(mode)
+    sampling = kw.pop("sampling", None)
+    if sampling is not None:
+        k, m, w = sampling
+        spec = dataclasses.replace(spec, hw_sample_every=k, hw_sample_block=m, hw_sample_warmup=w)
+    return run_pipeline(spec, batches, **kw).throughput_per_s
 
 
-def bench_overhead(repeats: int, batches: int, batch: int, width: int, layers: int) -> dict:
-    """Interleaved runs of every mode (order rotates each repeat); median throughput per mode."""
+def bench_overhead(repeats: int, batches: int, batch: int, width: int, layers: int,
+                   extra: list[tuple[int, int, int]]) -> dict:
+    """Interleaved runs of every mode (order rotates each repeat); median throughput and paired overhead per mode."""
     spec = overhead_spec(batch, width, layers)
-    throughput(spec, max(20, batches // 10), "events+hw")  # warm caches, thread pools, OpenVINO plugin load
-    runs: dict[str, list[float]] = {m: [] for m in MODES}
-    order = list(MODES)
+    all_modes = modes(extra)
+    throughput(spec, max(20, batches // 10), all_modes["hw 1:1:0"])  # warm caches, thread pools, OpenVINO plugin
+    runs: dict[str, list[float]] = {m: [] for m in all_modes}
+    order = list(all_modes)
+    load = [os.getloadavg()[0]]
     for r in range(repeats):
         for mode in order[r % len(order):] + order[: r % len(order)]:
-            runs[mode].append(throughput(spec, batches, mode))
-    med = {m: statistics.median(v) for m, v in runs.items()}
-    return {"batches": batches, "repeats": repeats, "runs": runs, "median_per_s": med,
-            "overhead_pct": {m: (med["off"] - med[m]) / med["off"] * 100 for m in MODES if m != "off"}}
+            runs[mode].append(throughput(spec, batches, all_modes[mode]))
+    load.append(os.getloadavg()[0])
+    paired = {m: [(off - x) / off * 100 for off, x in zip(runs["off"], v)] for m, v in runs.items() if m != "off"}
+    return {"batches": batches, "repeats": repeats, "runs": runs, "load": load,
+            "median_per_s": {m: statistics.median(v) for m, v in runs.items()},
+            "paired_pct": {m: (statistics.median(v), *statistics.quantiles(v, n=4)[::2]) for m, v in paired.items()}}
 
 
 def _rss_bytes() -> int:
@@ -59,24 +81,26 @@ def _rss_bytes() -> int:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def memory_child(events: int, max_events: int) -> dict:
+def memory_child(events: int, max_events: int, sample_every: int) -> dict:
     """(In a fresh process) stream enough batches for `events` trace events and report RSS growth."""
     base = overhead_spec(8, 64, 1)
-    spec = PipelineSpec(stages=base.stages, name="memory", batch=8, features=64, max_events=max_events)
+    spec = PipelineSpec(stages=base.stages, name="memory", batch=8, features=64, max_events=max_events,
+                        hw_sample_every=sample_every)
     run_pipeline(spec, 10)  # load libraries, plugins and thread pools before the baseline
     before = _rss_bytes()
     t0 = time.perf_counter()
     run = run_pipeline(spec, events // EVENTS_PER_BATCH)
     after = _rss_bytes()
-    return {"events_requested": events, "max_events": max_events, "events_kept": len(run.events),
+    return {"events_requested": events, "max_events": max_events, "hw_sample_every": sample_every,
+            "events_kept": len(run.events),
             "dropped": run.dropped_events, "rss_growth_mb": (after - before) / 1e6,
             "event_log_mb": len(run.events) * RECORD.itemsize / 1e6, "seconds": time.perf_counter() - t0}
 
 
-def bench_memory(cases: list[tuple[int, int]]) -> list[dict]:
+def bench_memory(cases: list[tuple[int, int, int]]) -> list[dict]:
     out = []
-    for events, cap in cases:
-        proc = subprocess.run([sys.executable, __file__, "--memory-child", str(events), str(cap)],
+    for events, cap, k in cases:
+        proc = subprocess.run([sys.executable, __file__, "--memory-child", str(events), str(cap), str(k)],
                               capture_output=True, text=True, check=True)
         out.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     return out
@@ -91,30 +115,45 @@ def device_lines() -> list[str]:
             f"openvino {openvino.__version__} (CPU, INFERENCE_NUM_THREADS=1), python {platform.python_version()}"]
 
 
-LABELS = {"off": "tracing off", "events": "trace events, no HW profiling",
-          "events+hw": "trace events + HW profiling (default)"}
 SIZES = ((16, 512, 3), (32, 1024, 3))  # (rows per batch, width, layers): small kernels, then larger ones
 
 
-def report_overhead(repeats: int, batches: int, size: tuple[int, int, int]) -> None:
+def label(mode: str) -> str:
+    if mode == "off":
+        return "tracing off"
+    if mode == "events":
+        return "trace events, no HW profiling"
+    k, m, w = (int(v) for v in mode.split()[1].split(":"))
+    if k == 1:
+        return "events + HW, every run"
+    tag = " (default)" if (k, m, w) == DEFAULT_SAMPLING else ""
+    return f"events + HW, 1 in {k}, blocks {m}, warm-up {w}{tag}"
+
+
+def report_overhead(repeats: int, batches: int, size: tuple[int, int, int], extra: list[tuple[int, int, int]]) -> None:
     batch, width, layers = size
-    o = bench_overhead(repeats, batches, batch, width, layers)
+    o = bench_overhead(repeats, batches, batch, width, layers, extra)
     print(f"\npipeline: simulation, batch {batch}, width {width}, layers {layers} (embed x2), "
-          f"{o['batches']} batches x {o['repeats']} interleaved repeats")
-    for mode, label in LABELS.items():
-        print(f"  {label:<38}: median {o['median_per_s'][mode]:7.1f} batches/s  "
-              f"runs {[round(x, 1) for x in o['runs'][mode]]}")
-    for mode in ("events", "events+hw"):
-        print(f"  overhead vs off, {LABELS[mode]:<38}: {o['overhead_pct'][mode]:+.2f} % of throughput "
-              f"(target < 5 %)")
+          f"{o['batches']} batches x {o['repeats']} interleaved repeats; load average "
+          f"{o['load'][0]:.2f} before, {o['load'][1]:.2f} after")
+    for mode, runs in o["runs"].items():
+        print(f"  {label(mode):<52}: median {o['median_per_s'][mode]:7.1f} batches/s "
+              f"(min {min(runs):6.1f}, max {max(runs):6.1f})")
+    for mode, (med, q1, q3) in o["paired_pct"].items():
+        print(f"  overhead vs off, {label(mode):<52}: {med:+6.2f} % of throughput "
+              f"(paired repeats, quartiles {q1:+.1f} .. {q3:+.1f}; target < 5 %)")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--batches", type=int, default=300)
     ap.add_argument("--quick", action="store_true", help="3 repeats of 100 batches, small pipeline only")
-    ap.add_argument("--memory-child", nargs=2, type=int, metavar=("EVENTS", "MAX_EVENTS"), help=argparse.SUPPRESS)
+    ap.add_argument("--extra", default="", help="more sampling settings to compare, EVERY:BLOCK:WARMUP,... "
+                                                "e.g. 8:1:0 (every 8th batch, no blocks)")
+    ap.add_argument("--no-memory", action="store_true", help="skip the memory measurements")
+    ap.add_argument("--memory-child", nargs=3, type=int, metavar=("EVENTS", "MAX_EVENTS", "K"),
+                    help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.memory_child:
         print(json.dumps(memory_child(*args.memory_child)))
@@ -124,11 +163,17 @@ def main() -> int:
         args.repeats, args.batches = 3, 100
     for line in device_lines():
         print(line)
+    extra = [tuple(int(v) for v in e.split(":")) for e in args.extra.split(",") if e.strip()]
     for size in sizes:
-        report_overhead(args.repeats, args.batches, size)
+        report_overhead(args.repeats, args.batches, size, extra)
+    if args.no_memory:
+        return 0
     print("\nmemory (fresh process each; RSS growth over the streaming run):")
-    for m in bench_memory([(10_000, 1_000_000), (40_000, 10_000), (80_000, 10_000)]):
-        print(f"  {m['events_requested']:>6} events requested, max_events {m['max_events']:>9}: kept "
+    cases = [(10_000, 1_000_000, DEFAULT_HW_SAMPLE_EVERY), (10_000, 1_000_000, 1), (40_000, 10_000, 1),
+             (80_000, 10_000, 1)]  # sampling with the default block / warm-up, or every run
+    for m in bench_memory(cases):
+        print(f"  {m['events_requested']:>6} events requested, max_events {m['max_events']:>9}, "
+              f"hw_sample_every {m['hw_sample_every']:>2}: kept "
               f"{m['events_kept']:>6} (dropped {m['dropped']:>5}), event log {m['event_log_mb']:.2f} MB, "
               f"RSS growth {m['rss_growth_mb']:+.1f} MB, {m['seconds']:.1f} s")
     return 0

@@ -14,7 +14,7 @@ from rich.table import Table
 from hase.errors import HaseError
 from hase.pipeline import (PipelineFailed, PipelineRun, PipelineSpec, load_pipeline_config, run_pipeline,
                            simulation_spec, summarize, summary_dict, write_chrome_trace, write_events_csv)
-from hase.pipeline.spec import DEFAULT_HW_SAMPLE_EVERY
+from hase.pipeline.spec import DEFAULT_HW_SAMPLE_BLOCK, DEFAULT_HW_SAMPLE_EVERY, DEFAULT_HW_SAMPLE_WARMUP
 from hase.pipeline.summary import PipelineSummary, hw_line
 
 log = logging.getLogger(__name__)
@@ -58,8 +58,14 @@ def _output_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-hw-profile", action="store_true",
                    help="keep trace events but turn backend profiling off (no hardware times, no ORT profiler cost)")
     p.add_argument("--hw-sample-every", type=int, metavar="N", default=None,
-                   help="ORT hardware time (profiler) for one batch in N only, 1 = every run (default: the "
-                        f"config's `hw_sample_every`, else {DEFAULT_HW_SAMPLE_EVERY}); OpenVINO measures every run")
+                   help="hardware time (ORT profiler, OpenVINO PERF_COUNT) for one batch in N only, 1 = every run "
+                        f"(default: the config's `hw_sample_every`, else {DEFAULT_HW_SAMPLE_EVERY})")
+    p.add_argument("--hw-sample-block", type=int, metavar="M", default=None,
+                   help="sample hardware time in blocks of M consecutive batches (default: the config's "
+                        f"`hw_sample_block`, else {DEFAULT_HW_SAMPLE_BLOCK}); fewer session switches, less overhead")
+    p.add_argument("--hw-sample-warmup", type=int, metavar="W", default=None,
+                   help="runs at the start of each block whose hardware time is not kept (cold caches; default: "
+                        f"the config's `hw_sample_warmup`, else {DEFAULT_HW_SAMPLE_WARMUP})")
     p.add_argument("--workdir", metavar="DIR", help="keep dummy models and ORT profiles here (default: temporary)")
 
 
@@ -83,8 +89,10 @@ def execute(spec: PipelineSpec, batches: int, warmup: int, args: argparse.Namesp
     """Run, write the requested files (also after a mid-run failure), print the summary; returns 0."""
     if args.no_trace_events and (args.trace or args.csv):
         raise HaseError("--trace and --csv need trace events: drop --no-trace-events")
-    if args.hw_sample_every is not None:
-        spec = dataclasses.replace(spec, hw_sample_every=args.hw_sample_every)
+    sampling = {k: v for k, v in (("hw_sample_every", args.hw_sample_every), ("hw_sample_block", args.hw_sample_block),
+                                  ("hw_sample_warmup", args.hw_sample_warmup)) if v is not None}
+    if sampling:
+        spec = dataclasses.replace(spec, **sampling)
     failed: PipelineFailed | None = None
     try:
         run = run_pipeline(spec, batches, trace=not args.no_trace_events, hardware=not args.no_hw_profile,

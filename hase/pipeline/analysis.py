@@ -3,7 +3,7 @@ breakdown, per-cycle stage times and the bottleneck.
 
 Definitions (all over the events of one run; the wall span is first event start -> last event end):
 - wall utilization of a track or device = union of its busy intervals / wall span (never above 1);
-- hardware time is sampled (ORT: every k-th batch, OpenVINO: every run); `hw_coverage` = share of the
+- hardware time is sampled (`PipelineSpec.hw_sample_every`, in blocks); `hw_coverage` = share of the
   inferences that have one. Hardware utilization of a track =
       (sum of HW time / sum of wall time, both over the inferences with HW time) x its wall busy time / span,
   i.e. the HW share of the measured runs applied to all of its busy time; with full coverage this is

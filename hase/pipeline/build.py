@@ -89,7 +89,7 @@ def prepare(spec: PipelineSpec, workdir: str | Path, *, trace: bool = True, hard
     devs = _check_devices(spec, core)
     prep = PreparedPipeline(spec, trace=trace)
     base = ExecutorOptions(hardware=trace and hardware, hw_profile_events=spec.hw_profile_events,
-                           hw_sample_every=spec.hw_sample_every)
+                           hw_sample_every=spec.hw_sample_every, hw_sample_warmup=spec.hw_sample_warmup)
     try:
         prep.metadata = _metadata(spec, devs, core, base.hardware)
         x: np.ndarray | None = None
@@ -126,7 +126,8 @@ def _metadata(spec: PipelineSpec, devs: dict[str, D.Device], core: D.OpenVinoCor
               hardware: bool) -> dict[str, Any]:
     threads = {ex.device: ex.threads for st in spec.stages for ex in st.executors}
     return {"pipeline": spec.name, "batch": spec.batch, "queue_depth": spec.queue_depth,
-            "hw_profile": hardware, "hw_sample_every": spec.hw_sample_every,
+            "hw_profile": hardware, "hw_sample_every": spec.hw_sample_every, "hw_sample_block": spec.hw_sample_block,
+            "hw_sample_warmup": spec.hw_sample_warmup,
             "devices": {name: D.device_metadata(dev, core, threads[name]) for name, dev in devs.items()}}
 
 

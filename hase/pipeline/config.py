@@ -20,7 +20,7 @@ from hase.errors import HaseError
 from hase.pipeline.spec import DummyModel, ExecutorSpec, Partition, PipelineSpec, StageSpec
 
 PIPELINE_KEYS = {"name", "batch", "features", "input_shape", "queue_depth", "seed", "hw_profile_events",
-                 "hw_sample_every", "max_events", "batches", "warmup"}
+                 "hw_sample_every", "hw_sample_block", "hw_sample_warmup", "max_events", "batches", "warmup"}
 EXECUTOR_KEYS = {"device", "model", "dummy", "function", "threads"}
 STAGE_KEYS = EXECUTOR_KEYS | {"name", "streams", "partition", "executors"}
 DUMMY_KEYS = {"width", "layers", "seed"}

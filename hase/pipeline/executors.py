@@ -5,8 +5,10 @@ OpenVINO is asynchronous by itself (start_async / wait). ONNX Runtime and Python
 stages) or on the executor's own thread (data-parallel stages, so all executors of a stage run at once).
 
 `submit(x, profile)` says whether this run is one of the sampled ones that should get a hardware time.
-Only an executor with `hw_sampled = True` (ORT with `hw_sample_every > 1`) acts on it; OpenVINO measures
-every run (PERF_COUNT is cheap) and Python functions never report hardware time.
+Only an executor with `hw_sampled = True` (ORT or OpenVINO with `hw_sample_every` > 1) acts on it: it runs
+the batch on its profiled copy of the model, and keeps the hardware time unless the run is one of the first
+`hw_sample_warmup` in a row on that copy (they re-warm its caches). The others measure every run
+(`hw_sample_every` = 1) or none (profiling off, Python functions).
 """
 from __future__ import annotations
 
@@ -58,13 +60,27 @@ class Executor(Protocol):
 @dataclass(frozen=True)
 class ExecutorOptions:
     """How executors are opened for one run: backend profiling on/off, threading, ORT profile location/budget
-    and sampling (`hw_sample_every` > 1: ORT profiles only the runs submitted with `profile=True`)."""
+    and sampling (`hw_sample_every` > 1: only the runs submitted with `profile=True` are profiled)."""
 
-    hardware: bool = True  # backend profiling: ORT profiler / OpenVINO PERF_COUNT (hardware time per run)
+    hardware: bool = True  # backend profiling: ORT profiler / OpenVINO PERF_COUNT (hardware time per sampled run)
     threaded: bool = False
     profile_prefix: str | None = None
     hw_profile_events: int = 20_000
     hw_sample_every: int = 1
+    hw_sample_warmup: int = 0
+
+
+class SampleWarmup:
+    """Counts consecutive runs on an executor's profiled copy; the first `warmup` of each streak are not kept."""
+
+    def __init__(self, warmup: int) -> None:
+        self.warmup = warmup
+        self._streak = 0
+
+    def measured(self, profiled: bool) -> bool:
+        """Record one run; True when its hardware time is kept (a profiled run past the warm-up)."""
+        self._streak = self._streak + 1 if profiled else 0
+        return profiled and self._streak > self.warmup
 
 
 class BlockingAsync:

@@ -1,11 +1,15 @@
 """ONNX Runtime executor of a pipeline stage, with hardware time from ORT's own profiler, sampled.
 
-ORT's profiler records every node of every run (about 10 us per node on a CPU), too costly to leave on.
-So with `hw_sample_every = k > 1` an executor holds two sessions of the same model with the same options:
-a plain one and a profiled one. The runner submits every k-th batch with `profile=True`; only those run
-on the profiled session and get a hardware time, every other run is on the plain session and has none
-(NaN: nothing is estimated per run). With k = 1 there is only the profiled session (every run measured);
-with hardware profiling off, only the plain one.
+ORT's profiler records every node of every run (about 10 us per node on a CPU), too costly to leave on,
+and the Python API cannot switch it on for single runs. So with `hw_sample_every` > 1 an executor holds
+two sessions of the same model with the same options: a plain one and a profiled one. The runner submits
+the sampled batches (`PipelineSpec.hw_sampled`) with `profile=True`; only those run on the profiled session
+and get a hardware time, every other run is on the plain session and has none (NaN: nothing is estimated
+per run). With `hw_sample_every` = 1 there is only the profiled session (every run measured); with
+hardware profiling off, only the plain one. The price of two sessions is a second copy of the weights:
+memory, and cache misses each time the executor switches session. Hence sampling in blocks of consecutive
+batches, and the first `hw_sample_warmup` runs of each block are not kept: on this machine the profiled copy
+needed ~6 runs to reach its steady kernel times again (the first run up to 2-3x slower).
 
 After the run, `finish()` reads the profile line by line and gives each profiled run the sum of its node
 kernel times (GPU `Kernel` events where the CUDA EP records them). ORT keeps profile events in memory
@@ -27,7 +31,7 @@ import onnx
 from hase import runtime
 from hase.errors import HaseError
 from hase.pipeline.devices import Device
-from hase.pipeline.executors import BlockingAsync, ExecutorOptions, InferResult
+from hase.pipeline.executors import BlockingAsync, ExecutorOptions, InferResult, SampleWarmup
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +93,9 @@ class OrtExecutor:
         self.input_dtype = np.dtype(ORT_DTYPES[first.input.type])
         self._profiling = profiled
         self._profile_file: str | None = None
-        self._profiled_runs: list[int] = []  # run_index of each run in the profile (at most _profile_runs)
+        # per run in the profile (at most _profile_runs): its run_index, or -1 for a warm-up run not kept
+        self._profiled_runs: list[int] = []
+        self._warmup = SampleWarmup(options.hw_sample_warmup if self.hw_sampled else 0)
         self._runs = 0
         self._async = BlockingAsync(self._run, options.threaded, f"hase-ort-{self.device}")
 
@@ -104,8 +110,10 @@ class OrtExecutor:
         done = time.perf_counter_ns()
         idx, self._runs = self._runs, self._runs + 1
         flush = 0
-        if session is self._profiled and self._profiling:
-            self._profiled_runs.append(idx)
+        profiled = session is self._profiled and self._profiling
+        keep = self._warmup.measured(profiled)
+        if profiled:
+            self._profiled_runs.append(idx if keep else -1)
             if len(self._profiled_runs) >= self._profile_runs:
                 self._end_profile()
                 flush = time.perf_counter_ns() - done
@@ -147,17 +155,19 @@ class OrtExecutor:
 
 def by_run_index(hw: np.ndarray, marshal: np.ndarray, profiled_runs: list[int], runs: int,
                  device: str = "") -> tuple[np.ndarray, np.ndarray]:
-    """Spread the profile's per-run times (in profile order) onto run indices; NaN where a run was not profiled.
+    """Spread the profile's per-run times (in profile order) onto run indices; NaN where a run was not profiled
+    or was a warm-up run (-1 in `profiled_runs`).
 
-    Example: hw [5, 7], profiled_runs [0, 3], runs 5 -> [5, nan, nan, 7, nan].
+    Example: hw [4, 5, 7], profiled_runs [-1, 0, 3], runs 5 -> [5, nan, nan, 7, nan].
     """
     n = min(len(hw), len(profiled_runs))
     if len(hw) != len(profiled_runs):
         log.warning("ORT profile of %s has %d runs but %d were profiled: the first %d are attributed in order",
                     device, len(hw), len(profiled_runs), n)
     idx = np.asarray(profiled_runs[:n], dtype=np.int64)
+    keep = idx >= 0
     full_hw, full_marshal = np.full(runs, np.nan), np.full(runs, np.nan)
-    full_hw[idx], full_marshal[idx] = hw[:n], marshal[:n]
+    full_hw[idx[keep]], full_marshal[idx[keep]] = hw[:n][keep], marshal[:n][keep]
     return full_hw, full_marshal
 
 

@@ -115,7 +115,7 @@ class _Context:
         self.enter = np.full(batches, -1, dtype=np.int64)
         self.exit = np.full(batches, -1, dtype=np.int64)
         self.budget = EventBudget(prep.spec.max_events)
-        self.sample_every = prep.spec.hw_sample_every
+        self.hw_sampled = prep.spec.hw_sampled
         self.failure: StageFailure | None = None
         self._lock = threading.Lock()
 
@@ -231,7 +231,7 @@ def _worker(ctx: _Context, rt: StageRuntime, s: int, lg: EventLog) -> None:
         if rt.index == 0:
             ctx.enter[b] = t
         try:
-            y = run(rt, s, b, x, lg, b % ctx.sample_every == 0)
+            y = run(rt, s, b, x, lg, ctx.hw_sampled(b))
         except Exception as exc:  # any backend or user-function error stops the run; events are kept
             _record_failure(ctx, rt, s, b, t, lg, exc)
             return

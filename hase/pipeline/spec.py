@@ -14,7 +14,11 @@ import numpy as np
 from hase.errors import HaseError
 
 DEFAULT_HW_PROFILE_EVENTS = 20_000
-DEFAULT_HW_SAMPLE_EVERY = 8  # ORT profiler on every 8th batch: see docs/pipeline.md "Overhead"
+# Backend profiling on one batch in 16, in blocks of 32 consecutive batches, the first 8 of each block not
+# kept (cold second copy of the weights): see docs/pipeline.md "Overhead" for the measurements behind them.
+DEFAULT_HW_SAMPLE_EVERY = 16
+DEFAULT_HW_SAMPLE_BLOCK = 32
+DEFAULT_HW_SAMPLE_WARMUP = 8
 DEFAULT_MAX_EVENTS = 1_000_000
 
 
@@ -128,7 +132,10 @@ class PipelineSpec:
         features: input width when the first stage is a dummy model (ignored otherwise).
         queue_depth: capacity of the bounded queue in front of every stage.
         hw_profile_events: ORT profiler budget per executor (events); profiling stops there (memory bound).
-        hw_sample_every: ORT hardware time for every k-th batch (batch_id % k == 0) only; 1 = every run.
+        hw_sample_every, hw_sample_block, hw_sample_warmup: backend profiling (ORT profiler, OpenVINO
+            PERF_COUNT) on one batch in `hw_sample_every` only, in blocks of `hw_sample_block` consecutive
+            batches (see `hw_sampled`), the first `hw_sample_warmup` runs of each block on each executor not
+            kept; hw_sample_every = 1: every run, no warm-up.
         max_events: trace events kept in memory; later ones are counted as dropped (memory bound).
     """
 
@@ -141,6 +148,8 @@ class PipelineSpec:
     seed: int = 0
     hw_profile_events: int = DEFAULT_HW_PROFILE_EVENTS
     hw_sample_every: int = DEFAULT_HW_SAMPLE_EVERY
+    hw_sample_block: int = DEFAULT_HW_SAMPLE_BLOCK
+    hw_sample_warmup: int = DEFAULT_HW_SAMPLE_WARMUP
     max_events: int = DEFAULT_MAX_EVENTS
 
     def __post_init__(self) -> None:
@@ -155,13 +164,22 @@ class PipelineSpec:
             raise HaseError("batch, features and queue_depth must be >= 1")
         if self.hw_profile_events < 0 or self.max_events < 1:
             raise HaseError("hw_profile_events must be >= 0 and max_events >= 1")
-        if self.hw_sample_every < 1:
-            raise HaseError(f"hw_sample_every must be >= 1 (1 = hardware time for every run; got "
-                            f"{self.hw_sample_every})")
+        if self.hw_sample_every < 1 or self.hw_sample_block < 1:
+            raise HaseError(f"hw_sample_every and hw_sample_block must be >= 1 (hw_sample_every = 1: hardware "
+                            f"time for every run; got {self.hw_sample_every}, {self.hw_sample_block})")
+        if self.hw_sample_warmup < 0 or (self.hw_sample_every > 1 and self.hw_sample_warmup >= self.hw_sample_block):
+            raise HaseError(f"hw_sample_warmup={self.hw_sample_warmup} must be >= 0 and below hw_sample_block="
+                            f"{self.hw_sample_block}, or no sampled run would be kept: set both (defaults "
+                            f"{DEFAULT_HW_SAMPLE_BLOCK} and {DEFAULT_HW_SAMPLE_WARMUP})")
         if self.input_shape is not None:
             object.__setattr__(self, "input_shape", tuple(int(d) for d in self.input_shape))
             if self.input_shape[0] != self.batch:
                 raise HaseError(f"input_shape {list(self.input_shape)} must start with batch={self.batch}")
+
+    def hw_sampled(self, batch_id: int) -> bool:
+        """Whether backends profile this batch: block `batch_id // hw_sample_block` is a multiple of
+        `hw_sample_every`. Example: every 4, block 2 -> batches 0, 1, 8, 9, 16, 17, ..."""
+        return (batch_id // self.hw_sample_block) % self.hw_sample_every == 0
 
     def stage(self, name: str) -> StageSpec:
         for s in self.stages:

@@ -135,10 +135,11 @@ def hw_line(s: PipelineSummary) -> str:
         return "hardware profiling was off: no hardware times"
     if math.isnan(s.hw_coverage):
         return "no backend inferences: no hardware times"
-    k = s.metadata.get("hw_sample_every", 1)
-    how = "ORT: every run" if k == 1 else f"ORT: one batch in {k}"
-    return (f"hardware time for {s.hw_coverage:.0%} of backend inferences ({how}; OpenVINO: every run); "
-            f"HW utilization and wall-HW penalty are computed over those")
+    k, m, w = (s.metadata.get(f"hw_sample_{key}", d) for key, d in (("every", 1), ("block", 1), ("warmup", 0)))
+    how = "every run" if k == 1 else (f"sampled: one batch in {k}" + (f", blocks of {m}" if m > 1 else "")
+                                      + (f", first {w} of each not kept" if w else ""))
+    return (f"hardware time for {s.hw_coverage:.0%} of backend inferences ({how}); HW utilization and "
+            f"wall-HW penalty are computed over those")
 
 
 HEADLINE = ("name", "batches", "completed", "traced", "span_ms", "throughput_per_s", "rows_per_s",
