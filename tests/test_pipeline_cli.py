@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,21 @@ def test_simulation_spec_shape():
     assert len(spec.stage("embed").executors) == 3
     with pytest.raises(HaseError, match="two or more"):
         simulation_spec(dp_devices=("cpu",))
+
+
+def test_predicted_vs_measured_with_the_shipped_predictor(capsys):
+    code = main(["pipeline", "simulate", "--batches", "8", "--batch", "4", "--width", "64", "--layers", "1",
+                 "--dp", "cpu,ov:CPU", "--devices", "cpu,cpu", "--predict", "cpu-1t", "--json"])
+    assert code == 0
+    rows = {r["figure"]: r for r in json.loads(capsys.readouterr().out)["predicted_vs_measured"]}
+    assert rows["prep stage_ms"]["predicted"] > 0 and rows["classify stage_ms"]["predicted"] > 0
+    assert rows["prep stage_ms"]["measured"] > 0
+    # the data-parallel stage has an OpenVINO executor, which no predictor describes: not predicted
+    assert math.isnan(rows["embed stage_ms"]["predicted"]) and "no predictor" in rows["embed stage_ms"]["note"]
+    assert rows["cycle_ms"]["predicted"] > 0
+
+
+def test_predict_with_unknown_predictor_fails_before_running(capsys):
+    assert main(["pipeline", "simulate", "--batches", "2", "--predict", "gpu-99"]) == 2
+    err = capsys.readouterr().err
+    assert "gpu-99" in err and "Traceback" not in err

@@ -3,17 +3,23 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import logging
 import math
+import tempfile
+from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
 from hase.errors import HaseError
-from hase.pipeline import (PipelineFailed, PipelineRun, PipelineSpec, load_pipeline_config, run_pipeline,
-                           simulation_spec, summarize, summary_dict, write_chrome_trace, write_events_csv)
+from hase.pipeline import (PipelineFailed, PipelineRun, PipelineSpec, load_pipeline_config, simulation_spec,
+                           summarize, summary_dict, write_chrome_trace, write_events_csv)
+from hase.pipeline.build import prepare
+from hase.pipeline.predict import compare, predict_pipeline
+from hase.pipeline.runner import stream
 from hase.pipeline.spec import DEFAULT_HW_SAMPLE_BLOCK, DEFAULT_HW_SAMPLE_EVERY, DEFAULT_HW_SAMPLE_WARMUP
 from hase.pipeline.summary import PipelineSummary, hw_line
 
@@ -67,6 +73,10 @@ def _output_args(p: argparse.ArgumentParser) -> None:
                    help="runs at the start of each block whose hardware time is not kept (cold caches; default: "
                         f"the config's `hw_sample_warmup`, else {DEFAULT_HW_SAMPLE_WARMUP})")
     p.add_argument("--workdir", metavar="DIR", help="keep dummy models and ORT profiles here (default: temporary)")
+    p.add_argument("--predict", metavar="DEVICE_CONFIG", default=None,
+                   help="before running, predict every ONNX Runtime CPU stage with this trained predictor (e.g. "
+                        "cpu-1t), then show predicted vs measured; stages on other devices are measured only")
+    p.add_argument("--predictors", metavar="DIR", default=None, help="predictor directory (default: data/predictors)")
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -94,20 +104,46 @@ def execute(spec: PipelineSpec, batches: int, warmup: int, args: argparse.Namesp
     if sampling:
         spec = dataclasses.replace(spec, **sampling)
     failed: PipelineFailed | None = None
-    try:
-        run = run_pipeline(spec, batches, trace=not args.no_trace_events, hardware=not args.no_hw_profile,
-                           warmup=warmup, workdir=args.workdir)
-    except PipelineFailed as exc:
-        run, failed = exc.run, exc
+    prediction = None
+    predictors = stage_predictors(spec, args.predict, args.predictors) if args.predict else None
+    with tempfile.TemporaryDirectory(prefix="hase-pipeline-") as tmp:
+        with prepare(spec, Path(args.workdir or tmp), trace=not args.no_trace_events,
+                     hardware=not args.no_hw_profile, warmup=warmup) as prep:
+            if predictors:
+                prediction = predict_pipeline(prep, predictors)  # before the run: a prediction, not a fit
+            try:
+                run = stream(prep, batches)
+            except PipelineFailed as exc:
+                run, failed = exc.run, exc
     _write_outputs(run, args)
     summary = summarize(run)
+    side_by_side = compare(prediction, summary) if prediction is not None else None
     if args.json:
-        print(json.dumps(summary_dict(summary, cycles=True), indent=2, default=str))
+        out = summary_dict(summary, cycles=True)
+        if side_by_side is not None:
+            out["predicted_vs_measured"] = side_by_side.to_dict(orient="records")
+        print(json.dumps(out, indent=2, default=str))
     else:
         print_summary(summary, Console())
+        if side_by_side is not None:
+            Console().print(_table(f"predicted ({args.predict}) vs measured", side_by_side,
+                                   {"figure": "figure", "predicted": "predicted", "measured": "measured",
+                                    "error_pct": "error %", "note": "note"}))
     if failed is not None:
         raise failed
     return 0
+
+
+def stage_predictors(spec: PipelineSpec, device_config: str, predictors_dir: str | None) -> dict:
+    """One `model -> ms` callable per pipeline device: the trained predictor for ORT CPU devices, and
+    "not predicted" (NaN) for devices no predictor describes (OpenVINO, CUDA without a CUDA predictor)."""
+    from hase.estimate import predict_model_latency
+    from hase.predictor import predictor_dir
+
+    predictor_dir(device_config, predictors_dir)  # a missing predictor is an error before anything runs
+    predict = functools.partial(predict_model_latency, device=device_config, predictors_dir=predictors_dir)
+    unknown = lambda _path: math.nan  # noqa: E731
+    return {ex.device: predict if ex.device == "cpu" else unknown for st in spec.stages for ex in st.executors}
 
 
 def _write_outputs(run: PipelineRun, args: argparse.Namespace) -> None:

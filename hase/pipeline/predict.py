@@ -82,7 +82,7 @@ def _predict(predictors: Predictors, device: str, model: Path) -> float:
 
 def _note(data_parallel: bool, times: list[float]) -> str:
     if any(math.isnan(t) for t in times):
-        return "not predicted: a Python-function executor has no model (measured only)"
+        return "not predicted: no model, or no predictor for its device (measured only)"
     if data_parallel:
         return "slowest executor on its partition; partition and merge not predicted (measured only)"
     return ""
