@@ -12,7 +12,8 @@ events kept, and the event-log bytes; 10,000 events, then 4x and 8x as many with
 hardware time on every run (the fastest way to reach ORT's profile budget), show where memory stops growing
 (event log capped by max_events, ORT's profile by hw_profile_events).
 
-Usage: python benchmarks/bench_pipeline.py [--repeats 15] [--batches 300] [--quick] [--extra 8:1:0,8:32:8]
+Usage: python benchmarks/bench_pipeline.py [--repeats 15] [--batches 300] [--quick | --small] [--no-memory]
+                                          [--extra 8:1:0,8:32:8] [--ov-only]
 """
 from __future__ import annotations
 
@@ -40,11 +41,16 @@ def overhead_spec(batch: int, width: int, layers: int) -> PipelineSpec:
                            devices=("cpu", "ov:CPU"))
 
 
-def modes(extra: list[tuple[int, int, int]]) -> dict[str, dict]:
-    """Mode name -> run_pipeline keywords plus `sampling` (hw_sample_every, _block, _warmup) for the hw modes."""
+def modes(extra: list[tuple[int, int, int]], ov_only: bool = False) -> dict[str, dict]:
+    """Mode name -> run_pipeline keywords plus `sampling` (hw_sample_every, _block, _warmup) for the hw modes.
+
+    `ov_only` adds OpenVINO PERF_COUNT on every run with the ORT profiler off (hw_profile_events = 0).
+    """
     out = {"off": {"trace": False}, "events": {"trace": True, "hardware": False}}
     for k, m, w in dict.fromkeys([DEFAULT_SAMPLING, *extra, (1, 1, 0)]):
         out[f"hw {k}:{m}:{w}"] = {"trace": True, "sampling": (k, m, w)}
+    if ov_only:
+        out["hw ov-only"] = {"trace": True, "sampling": (1, 1, 0), "hw_profile_events": 0}
     return out
 
 
@@ -54,14 +60,16 @@ def throughput(spec: PipelineSpec, batches: int, mode: dict) -> float:
     if sampling is not None:
         k, m, w = sampling
         spec = dataclasses.replace(spec, hw_sample_every=k, hw_sample_block=m, hw_sample_warmup=w)
+    if "hw_profile_events" in kw:
+        spec = dataclasses.replace(spec, hw_profile_events=kw.pop("hw_profile_events"))
     return run_pipeline(spec, batches, **kw).throughput_per_s
 
 
 def bench_overhead(repeats: int, batches: int, batch: int, width: int, layers: int,
-                   extra: list[tuple[int, int, int]]) -> dict:
+                   extra: list[tuple[int, int, int]], ov_only: bool = False) -> dict:
     """Interleaved runs of every mode (order rotates each repeat); median throughput and paired overhead per mode."""
     spec = overhead_spec(batch, width, layers)
-    all_modes = modes(extra)
+    all_modes = modes(extra, ov_only)
     throughput(spec, max(20, batches // 10), all_modes["hw 1:1:0"])  # warm caches, thread pools, OpenVINO plugin
     runs: dict[str, list[float]] = {m: [] for m in all_modes}
     order = list(all_modes)
@@ -123,6 +131,8 @@ def label(mode: str) -> str:
         return "tracing off"
     if mode == "events":
         return "trace events, no HW profiling"
+    if mode == "hw ov-only":
+        return "events + OpenVINO HW every run, ORT off"
     k, m, w = (int(v) for v in mode.split()[1].split(":"))
     if k == 1:
         return "events + HW, every run"
@@ -130,9 +140,10 @@ def label(mode: str) -> str:
     return f"events + HW, 1 in {k}, blocks {m}, warm-up {w}{tag}"
 
 
-def report_overhead(repeats: int, batches: int, size: tuple[int, int, int], extra: list[tuple[int, int, int]]) -> None:
+def report_overhead(repeats: int, batches: int, size: tuple[int, int, int], extra: list[tuple[int, int, int]],
+                    ov_only: bool = False) -> None:
     batch, width, layers = size
-    o = bench_overhead(repeats, batches, batch, width, layers, extra)
+    o = bench_overhead(repeats, batches, batch, width, layers, extra, ov_only)
     print(f"\npipeline: simulation, batch {batch}, width {width}, layers {layers} (embed x2), "
           f"{o['batches']} batches x {o['repeats']} interleaved repeats; load average "
           f"{o['load'][0]:.2f} before, {o['load'][1]:.2f} after")
@@ -151,6 +162,9 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="3 repeats of 100 batches, small pipeline only")
     ap.add_argument("--extra", default="", help="more sampling settings to compare, EVERY:BLOCK:WARMUP,... "
                                                 "e.g. 8:1:0 (every 8th batch, no blocks)")
+    ap.add_argument("--ov-only", action="store_true",
+                    help="add a mode with OpenVINO PERF_COUNT on every run and the ORT profiler off")
+    ap.add_argument("--small", action="store_true", help="the small-kernel pipeline only")
     ap.add_argument("--no-memory", action="store_true", help="skip the memory measurements")
     ap.add_argument("--memory-child", nargs=3, type=int, metavar=("EVENTS", "MAX_EVENTS", "K"),
                     help=argparse.SUPPRESS)
@@ -158,14 +172,14 @@ def main() -> int:
     if args.memory_child:
         print(json.dumps(memory_child(*args.memory_child)))
         return 0
-    sizes = SIZES[:1] if args.quick else SIZES
+    sizes = SIZES[:1] if args.quick or args.small else SIZES
     if args.quick:
         args.repeats, args.batches = 3, 100
     for line in device_lines():
         print(line)
     extra = [tuple(int(v) for v in e.split(":")) for e in args.extra.split(",") if e.strip()]
     for size in sizes:
-        report_overhead(args.repeats, args.batches, size, extra)
+        report_overhead(args.repeats, args.batches, size, extra, args.ov_only)
     if args.no_memory:
         return 0
     print("\nmemory (fresh process each; RSS growth over the streaming run):")

@@ -21,15 +21,16 @@ from hase.pipeline.ort_backend import OrtExecutor, by_run_index
 K, BATCHES = 3, 9
 
 
-def sampled_spec(**kw) -> PipelineSpec:
+def sampled_spec() -> PipelineSpec:
     """prep (ORT) -> embed (data-parallel: ORT + OpenVINO) -> classify (ORT), hardware time every 3rd batch."""
-    return PipelineSpec(name="sampled", batch=8, features=32, hw_sample_every=K, hw_sample_block=1,
-                        hw_sample_warmup=0, stages=(
+    stages = (
         single_stage("prep", "cpu", dummy=DummyModel(32, 2)),
         data_parallel_stage("embed", [ExecutorSpec("cpu", dummy=DummyModel(32, 2, seed=1)),
                                       ExecutorSpec("ov:CPU", dummy=DummyModel(32, 2, seed=2))]),
         single_stage("classify", "cpu", dummy=DummyModel(8, 1, seed=3)),
-    ), **kw)
+    )
+    return PipelineSpec(name="sampled", batch=8, features=32, hw_sample_every=K, hw_sample_block=1,
+                        hw_sample_warmup=0, stages=stages)
 
 
 @pytest.fixture(scope="module")
@@ -145,10 +146,9 @@ def test_every_run_and_no_profiling_open_one_session(tmp_path):
 
 def test_profile_budget_counts_sampled_runs_only():
     """hw_profile_events still bounds ORT's profile; with sampling it lasts k times as many batches."""
+    stage = single_stage("a", "cpu", dummy=DummyModel(16, 2))  # 4 nodes + 2 session events -> 10 profiled runs
     spec = PipelineSpec(name="budget", batch=4, features=16, hw_profile_events=60, hw_sample_every=K,
-                        hw_sample_block=1, hw_sample_warmup=0, stages=(
-        single_stage("a", "cpu", dummy=DummyModel(16, 2)),  # 4 nodes + 2 session events -> 10 profiled runs
-    ))
+                        hw_sample_block=1, hw_sample_warmup=0, stages=(stage,))
     run = run_pipeline(spec, 30)
     a = _infer(run)
     # 2 warm-up runs used part of the budget; then batches 0, 3, ..., 21 (8 runs); 24 and 27 have none
@@ -159,11 +159,10 @@ def test_profile_budget_counts_sampled_runs_only():
 
 def test_sampling_in_blocks_with_warmup():
     """Blocks of 3 batches every 6; the first run of each block on each executor re-warms it and is not kept."""
+    stages = (single_stage("a", "cpu", dummy=DummyModel(16, 1)),
+              single_stage("b", "ov:CPU", dummy=DummyModel(16, 1, seed=1)))
     spec = PipelineSpec(name="blocks", batch=4, features=16, hw_sample_every=2, hw_sample_block=3,
-                        hw_sample_warmup=1, stages=(
-                            single_stage("a", "cpu", dummy=DummyModel(16, 1)),
-                            single_stage("b", "ov:CPU", dummy=DummyModel(16, 1, seed=1)),
-                        ))
+                        hw_sample_warmup=1, stages=stages)
     assert [b for b in range(12) if spec.hw_sampled(b)] == [0, 1, 2, 6, 7, 8]
     run = run_pipeline(spec, 12)
     for stage in ("a", "b"):  # ORT, OpenVINO
@@ -171,8 +170,8 @@ def test_sampling_in_blocks_with_warmup():
         assert sorted(ev.loc[ev[S.HW_NS].notna(), S.BATCH]) == [1, 2, 7, 8]
     assert summarize(run).hw_coverage == pytest.approx(4 / 12)
     with pytest.raises(HaseError, match="hw_sample_warmup=3 must be >= 0 and below hw_sample_block=3"):
-        PipelineSpec(stages=spec.stages, hw_sample_every=2, hw_sample_block=3, hw_sample_warmup=3)
-    PipelineSpec(stages=spec.stages, hw_sample_every=1, hw_sample_block=1)  # every run: no blocks, no warm-up
+        PipelineSpec(stages=stages, hw_sample_every=2, hw_sample_block=3, hw_sample_warmup=3)
+    PipelineSpec(stages=stages, hw_sample_every=1, hw_sample_block=1)  # every run: no blocks, no warm-up
 
 
 def test_by_run_index_leaves_unprofiled_and_warmup_runs_missing():

@@ -1,15 +1,16 @@
 """ONNX Runtime executor of a pipeline stage, with hardware time from ORT's own profiler, sampled.
 
-ORT's profiler records every node of every run (about 10 us per node on a CPU), too costly to leave on,
-and the Python API cannot switch it on for single runs. So with `hw_sample_every` > 1 an executor holds
-two sessions of the same model with the same options: a plain one and a profiled one. The runner submits
-the sampled batches (`PipelineSpec.hw_sampled`) with `profile=True`; only those run on the profiled session
-and get a hardware time, every other run is on the plain session and has none (NaN: nothing is estimated
-per run). With `hw_sample_every` = 1 there is only the profiled session (every run measured); with
-hardware profiling off, only the plain one. The price of two sessions is a second copy of the weights:
-memory, and cache misses each time the executor switches session. Hence sampling in blocks of consecutive
-batches, and the first `hw_sample_warmup` runs of each block are not kept: on this machine the profiled copy
-needed ~6 runs to reach its steady kernel times again (the first run up to 2-3x slower).
+ORT's profiler records every node of every run (about 10 us per node on a CPU), too costly to leave on, and
+the Python API cannot switch it on for single runs. So with `hw_sample_every` > 1 an executor holds two
+sessions of the same model with the same options: a plain one and a profiled one. The runner submits the
+sampled batches (`PipelineSpec.hw_sampled`) with `profile=True`; only those run on the profiled session and
+(past a block's warm-up) get a hardware time; every other run is on the plain session and has none (NaN:
+nothing is estimated per run). With `hw_sample_every` = 1 there is only the profiled session (every run
+measured); with hardware profiling off, only the plain one. The price of two sessions is a second copy of the
+weights: memory, and cache misses each time the executor switches session. Hence sampling in blocks of
+consecutive batches, and the first `hw_sample_warmup` runs of each block are not kept: on the development
+machine the profiled copy needed 6-8 runs to reach its steady kernel times again (the first run 1.7-3.3x
+slower).
 
 After the run, `finish()` reads the profile line by line and gives each profiled run the sum of its node
 kernel times (GPU `Kernel` events where the CUDA EP records them). ORT keeps profile events in memory
