@@ -6,6 +6,8 @@ and nothing measured twice. A job that fails for a reason of its own is recorded
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import sys
 import time
@@ -16,6 +18,7 @@ from typing import Any, Callable, Iterable, Iterator
 from hase import graph, measure, runtime, split
 from hase.errors import HaseError
 from hase.measure import KernelJob, MeasureSettings
+from hase.measure_model import measure_model
 from hase.runtime import EPConfig, TimingPolicy
 from hase.store import Store
 
@@ -167,7 +170,6 @@ def collect_model(src: ModelSource, ep: EPConfig, settings: MeasureSettings, sto
         _collect_kernel(kg, kn, ep, settings, store, report)
     log.info("model %s on %s: full-model runs", src.model_id, ep.name)
     try:
-        from hase.measure_model import measure_model
         model_row, span_rows = measure_model(model, src, nodes, ep, settings)
     except HaseError as exc:
         _skip(store, report, job, ep, src.model_id, "model", str(exc))
@@ -184,9 +186,6 @@ def collect_model(src: ModelSource, ep: EPConfig, settings: MeasureSettings, sto
 def _register_model(src: ModelSource, model, kg: graph.KernelGraph, nodes: list[split.KernelNode],
                     store: Store) -> None:
     """Kernels, the model and its node->kernel map: written once, shared by every device config."""
-    import hashlib
-    import json
-
     uniq = split.unique_kernels(nodes)
     with store.transaction():
         store.insert("kernels", [{"kernel_id": k, "op_type": kn.spec.op_type, "domain": kn.spec.domain,
