@@ -16,6 +16,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from hase import profile as P
+from hase.findings import diagnose, warmup_finding
 from hase import runtime
 from hase.errors import HaseError
 from hase.runtime import EPConfig, Timing
@@ -116,7 +117,7 @@ def analyze(events: pd.DataFrame, skip_runs: int = 0, top_n: int = 10) -> Profil
     per_run = P.decompose(events, skip_runs)
     summary = P.summarize(per_run)
     providers = P.provider_counts(events, skip_runs)
-    findings = P.warmup_finding(all_runs, skip_runs) + P.diagnose(summary, providers)
+    findings = warmup_finding(all_runs, skip_runs) + diagnose(summary, providers)
     return ProfileAnalysis(per_run=per_run, summary=summary, op_types=P.op_type_totals(events, skip_runs),
                            top=P.top_nodes(events, top_n, skip_runs), providers=providers, findings=findings,
                            skip_runs=skip_runs)

@@ -15,6 +15,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from hase import profile as P
+from hase.findings import diagnose
 from hase.cli import main
 from hase.errors import HaseError
 from hase.profiling_run import analyze, profile_model
@@ -201,7 +202,7 @@ def test_real_subgraph_nodes_are_nested_and_counted_once():
     assert d[P.KERNEL_TIME_SUM_US].tolist() == top.groupby(P.RUN_ID)[P.KERNEL_TIME_US].sum().tolist()
     outer = ev[ev[P.EVENT_KIND] == P.EXECUTE].groupby(P.RUN_ID)[P.DUR_US].max()
     assert d[P.EXECUTE_US].tolist() == outer.tolist()  # the outer Execute, not the If's nested one
-    assert any("subgraphs" in f for f in P.diagnose(P.summarize(d), P.provider_counts(ev)))
+    assert any("subgraphs" in f for f in diagnose(P.summarize(d), P.provider_counts(ev)))
 
 
 def test_warmup_finding_on_real_first_run():
@@ -227,7 +228,7 @@ def test_cuda_launch_vs_wait():
     prov = P.provider_counts(ev).set_index(P.PROVIDER)[P.N_NODES].to_dict()
     assert prov == {CUDA: 22, P.CPU_PROVIDER: 2}
     summary = P.summarize(d)
-    findings = P.diagnose(summary, P.provider_counts(ev))
+    findings = diagnose(summary, P.provider_counts(ev))
     share = summary[P.AFTER_EXECUTE_US] / summary[P.MODEL_RUN_US]
     assert "CUDA EP: kernel_time is CPU launch time" in findings[0]
     assert f"{share:.0%} of model_run is after Execute, i.e. waiting for the GPU" in findings[0]
@@ -238,7 +239,7 @@ def test_cuda_launch_vs_wait():
 def test_cuda_without_wait_still_warns_about_launch_time():
     run, _ = fenced_run(0.0, [("a", "Conv", CUDA, 500.0)], after=5.0)
     ev = P.parse_events(run)
-    findings = P.diagnose(P.summarize(P.decompose(ev)), P.provider_counts(ev))
+    findings = diagnose(P.summarize(P.decompose(ev)), P.provider_counts(ev))
     assert "kernel_time is CPU launch time" in findings[0] and "waiting for the GPU" not in findings[0]
 
 
@@ -253,7 +254,7 @@ def test_older_cpu_trace_with_fences():
     assert (d[P.NODE_TIMELINE_SPAN_US] == 342.0).all()
     summary = P.node_summary(ev)
     assert summary.set_index(P.NODE_NAME).loc["conv", P.SPAN_US] == 308.0
-    findings = P.diagnose(P.summarize(d), P.provider_counts(ev))
+    findings = diagnose(P.summarize(d), P.provider_counts(ev))
     assert not any("no fence events" in f for f in findings)
 
 
