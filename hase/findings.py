@@ -9,7 +9,7 @@ import pandas as pd
 
 from hase.profile import (AFTER_EXECUTE_US, BEFORE_EXECUTE_US, CPU_PROVIDER, EXECUTE_OUTSIDE_NODES_US, EXECUTE_US,
                           KERNEL_TIME_SUM_US, METRICS, MODEL_RUN_US, N_FENCED_NODES, N_MEMCPY_NODES, N_NESTED_NODES,
-                          N_NODES, NODE_GAP_US, NODE_NON_KERNEL_US, NODE_OVERLAP_US, PROVIDER, provider_counts,
+                          N_NODES, NODE_GAP_US, NODE_NON_KERNEL_US, NODE_OVERLAP_US, PROVIDER,
                           require_columns)
 
 GPU_WAIT_SHARE = 0.3  # after-Execute share of model_run above which a GPU run is "waiting for the GPU"
