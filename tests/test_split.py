@@ -61,7 +61,7 @@ def split_repo():
     return REPO
 
 
-@pytest.mark.parametrize("family", ["resnet", "mobilenetv2", "shufflenetv2", "densenet", "bert", "gpt"])
+@pytest.mark.parametrize("family", ["resnet", "mobilenetv2", "shufflenetv2", "densenet", "bert", "gpt", "vit"])
 def test_chain_equals_model_zoo_families(family):
     from hase.zoo import build_model
 

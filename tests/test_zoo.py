@@ -34,6 +34,7 @@ SMALL = {
     "bert": ({"layers": 2, "hidden": 64, "heads": 4, "seq": 16, "batch": 2, "vocab": 100},
              {"last_hidden_state": (2, 16, 64), "pooler_output": (2, 64)}),
     "gpt": ({"layers": 2, "hidden": 64, "heads": 2, "seq": 16, "vocab": 100}, {"logits": (1, 16, 100)}),
+    "vit": ({"layers": 2, "hidden": 64, "heads": 4, "patch": 8, "resolution": 32, "batch": 2}, {"logits": (2, 1000)}),
 }
 TRANSFORMER_STYLES = [
     {"gelu": "erf", "linear": "matmul", "scale": "div"},
@@ -99,7 +100,7 @@ gpt = [{ layers = 1, hidden = 32, heads = 2, seq = 8, vocab = 64 }]
 # ---- families -----------------------------------------------------------------------------------------
 def test_small_variants_cover_every_registered_family():
     assert sorted(SMALL) == sorted(f.name for f in zoo.families())
-    assert len(SMALL) >= 14
+    assert len(SMALL) >= 15
 
 
 @pytest.mark.parametrize("family", sorted(SMALL))
@@ -113,14 +114,14 @@ def test_family_builds_checks_and_runs(family):
         assert np.isfinite(value).all(), f"{family}: {name} has non-finite values"
 
 
-@pytest.mark.parametrize("family", ["bert", "gpt"])
+@pytest.mark.parametrize("family", ["bert", "gpt", "vit"])
 @pytest.mark.parametrize("style", TRANSFORMER_STYLES, ids=["erf-matmul-div", "tanh-gemm-mul"])
 def test_transformer_styles_run(family, style):
     model = zoo.build_model(_spec(family, **style))
     onnx.checker.check_model(model, full_check=True)
     ops = {n.op_type for n in model.graph.node}
     assert ("Erf" in ops) == (style["gelu"] == "erf") and ("Pow" in ops) == (style["gelu"] == "tanh")
-    assert ("Gemm" in ops) == (style["linear"] == "gemm" or family == "bert")  # BERT's pooler is a Gemm
+    assert ("Gemm" in ops) == (style["linear"] == "gemm" or family in ("bert", "vit"))  # pooler / classifier
     assert all(np.isfinite(v).all() for v in _run(model).values())
 
 
@@ -167,6 +168,18 @@ def test_model_names_and_metadata():
     assert meta["hase.family"] == "resnet" and '"depth":18' in meta["hase.params"]
 
 
+def test_vit_structure_follows_its_parameters():
+    """Patch count, class token and MLP width come from the parameters: 32/8 -> 16 patches + 1 class token."""
+    model = zoo.build_model(_spec("vit", mlp_ratio=2))
+    conv = next(n for n in model.graph.node if n.op_type == "Conv")
+    assert [a.ints for a in conv.attribute if a.name in ("kernel_shape", "strides")] == [[8, 8], [8, 8]]
+    ops = Counter(n.op_type for n in model.graph.node)
+    assert ops["Expand"] == 1 and ops["Concat"] == 1 and ops["LayerNormalization"] == 2 * 2 + 1
+    inits = {i.name: tuple(i.dims) for i in model.graph.initializer}
+    assert (1, 17, 64) in inits.values() and (64, 128) in inits.values()  # positions; MLP 64 -> 2*64
+    assert _spec("vit").name == "vit_l2_h64_a4_p8_r32_b2_erf_matmul_div_m4"
+
+
 def test_fused_ops_appear_for_resnet_and_bert(tmp_path):
     resnet = _optimized_ops(zoo.build_model(_spec("resnet")), tmp_path)
     assert resnet[("com.microsoft", "FusedConv")] > 0
@@ -175,6 +188,15 @@ def test_fused_ops_appear_for_resnet_and_bert(tmp_path):
     fused = {op for domain, op in bert if domain == "com.microsoft"}
     assert fused & {"Gelu", "BiasGelu", "FastGelu"}, fused
     assert fused & {"SkipLayerNormalization", "Attention", "EmbedLayerNormalization"}, fused
+
+
+@pytest.mark.parametrize("style", TRANSFORMER_STYLES, ids=["erf-matmul-div", "tanh-gemm-mul"])
+def test_fused_ops_appear_for_vit(tmp_path, style):
+    vit = _optimized_ops(zoo.build_model(_spec("vit", **style)), tmp_path)
+    fused = {op for domain, op in vit if domain == "com.microsoft"}
+    assert fused & {"Gelu", "BiasGelu", "FastGelu"}, fused
+    assert "FusedMatMul" in fused, fused  # Q @ K^T with the Transpose folded in
+    assert vit[("ai.onnx", "Erf")] == vit[("ai.onnx", "Tanh")] == 0  # every GELU was fused
 
 
 # ---- errors -------------------------------------------------------------------------------------------
@@ -194,6 +216,10 @@ def test_bad_parameter_values():
         zoo.get_family("resnet").spec({"batch": 0})
     with pytest.raises(HaseError, match=r"hidden=100 is not divisible by heads=3"):
         zoo.get_family("bert").spec({"hidden": 100, "heads": 3})
+    with pytest.raises(HaseError, match=r"resolution=100 is not divisible by patch=16"):
+        zoo.get_family("vit").spec({"resolution": 100})
+    with pytest.raises(HaseError, match=r"vit.patch = 32 is not supported: use one of \[4, 8, 16\]"):
+        zoo.get_family("vit").spec({"patch": 32})
 
 
 def test_too_small_resolution_is_a_clear_error():

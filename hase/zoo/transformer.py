@@ -50,7 +50,8 @@ def _params(layers: int, gelu: str, scale: str) -> tuple[Param, ...]:
     )
 
 
-def _check(p: dict[str, Any]) -> None:
+def check_heads(p: dict[str, Any]) -> None:
+    """Reject a hidden size that the number of attention heads does not divide."""
     if p["hidden"] % p["heads"]:
         raise HaseError(f"hidden={p['hidden']} is not divisible by heads={p['heads']}: pick a divisor of hidden")
 
@@ -101,9 +102,9 @@ def attention(g: GraphBuilder, x: Tensor, d: Dims, mask: Tensor | None, causal: 
     return linear(g, ctx, d.hidden, d.linear)
 
 
-def feed_forward(g: GraphBuilder, x: Tensor, d: Dims, form: str) -> Tensor:
-    """Position-wise FFN: linear to 4H, GELU, linear back to H."""
-    return linear(g, gelu(g, linear(g, x, 4 * d.hidden, d.linear), form), d.hidden, d.linear)
+def feed_forward(g: GraphBuilder, x: Tensor, d: Dims, form: str, ratio: int = 4) -> Tensor:
+    """Position-wise FFN: linear to ratio*H, GELU, linear back to H."""
+    return linear(g, gelu(g, linear(g, x, ratio * d.hidden, d.linear), form), d.hidden, d.linear)
 
 
 def embed(g: GraphBuilder, ids: Tensor, d: Dims, vocab: int) -> tuple[Tensor, str]:
@@ -126,7 +127,7 @@ def _additive_mask(g: GraphBuilder, mask: Tensor) -> Tensor:
     return g.binary("Mul", m, g.const(MASK_VALUE))
 
 
-@register_family("bert", *_params(12, "erf", "div"), check=_check)
+@register_family("bert", *_params(12, "erf", "div"), check=check_heads)
 def build_bert(g: GraphBuilder, p: dict[str, Any]) -> None:
     """BERT-like encoder: embeddings + LayerNorm, post-LN layers (attention with padding mask, GELU FFN), pooler."""
     d = _dims(p)
@@ -148,7 +149,7 @@ def build_bert(g: GraphBuilder, p: dict[str, Any]) -> None:
     g.output(pooled, "pooler_output")
 
 
-@register_family("gpt", *_params(12, "tanh", "mul"), Param("lm_head", "lm", True), check=_check)
+@register_family("gpt", *_params(12, "tanh", "mul"), Param("lm_head", "lm", True), check=check_heads)
 def build_gpt(g: GraphBuilder, p: dict[str, Any]) -> None:
     """GPT-like decoder: embeddings, pre-LN causal layers (fused QKV + Split), final LN, tied LM head."""
     d = _dims(p)
