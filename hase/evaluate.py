@@ -28,6 +28,9 @@ HELD_OUT, TRAIN = "held_out", "train"
 SUM_PRED_MS, SUM_LOW_MS, SUM_HIGH_MS, SUM_FIT_MS = "sum_pred_ms", "sum_low_ms", "sum_high_ms", "sum_fit_ms"
 Y_MS, FLOPS, BYTES = "y_ms", "flops", "bytes"
 BASELINES = {"flops": (FLOPS,), "flops+bytes": (FLOPS, BYTES)}
+# a model's total FLOPs and bytes in baseline tables (not FLOPS/BYTES: the "flops" baseline's column
+# holds its predicted latency)
+MODEL_FLOPS, MODEL_BYTES = "model_flops", "model_bytes"
 MakePredictor = Callable[[], KernelPredictor]
 
 
@@ -184,7 +187,7 @@ def model_costs(data: D.DeviceData) -> pd.DataFrame:
 def baseline_lofo(data: D.DeviceData) -> pd.DataFrame:
     """Held-out predictions of linear fits of model latency on FLOPs, and on FLOPs + bytes (relative LS)."""
     m = data.models.set_index(D.MODEL_ID).join(model_costs(data))
-    out = m[[D.FAMILY, D.MEASURED_MS, FLOPS, BYTES]].copy()
+    out = m[[D.FAMILY, D.MEASURED_MS, FLOPS, BYTES]].rename(columns={FLOPS: MODEL_FLOPS, BYTES: MODEL_BYTES})
     for name, cols in BASELINES.items():
         out[name] = np.nan
         for fam in data.families:

@@ -179,7 +179,8 @@ def test_baselines_are_held_out_linear_fits(tiny_root):
     data = D.load_device_data(tiny_root / "tiny.sqlite")
     b = E.baseline_lofo(data)
     assert set(E.BASELINES) <= set(b.columns) and b["flops"].notna().all()
-    assert (b[E.FLOPS] > 0).all() and list(E.baseline_scores(b)["baseline"]) == list(E.BASELINES)
+    assert (b[E.MODEL_FLOPS] > 0).all() and list(E.baseline_scores(b)["baseline"]) == list(E.BASELINES)
+    assert (b[E.MODEL_BYTES] > 0).all() and b["flops"].ne(b[E.MODEL_FLOPS]).all()  # predictions, not inputs
 
 
 def test_evaluate_report_files_and_ratio_table(tiny_root, tmp_path):
