@@ -1,6 +1,6 @@
 """Re-capture the real ORT CPU profiles kept here: `python tests/data/profiles/capture.py` (see README.md)."""
 import os, shutil, tempfile
-import numpy as np, onnx, onnxruntime as ort
+import numpy as np, onnxruntime as ort
 from onnx import TensorProto as T, helper as h
 
 OUT = os.path.dirname(os.path.abspath(__file__))
