@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import resource
+import os
 import subprocess
 import sys
 import tempfile
@@ -22,14 +22,13 @@ HASE = [sys.executable, "-m", "hase.cli"]
 
 
 def resnet50(out_dir: Path) -> Path:
-    """A ResNet-50 (width 1, 224x224, batch 1) from the zoo, written to out_dir."""
-    import onnx
-
-    from hase.zoo import build_model, get_family
-
-    spec = get_family("resnet").spec({"depth": 50, "width": 1.0, "resolution": 224, "batch": 1})
-    path = out_dir / f"{spec.name}.onnx"
-    onnx.save(build_model(spec), path)
+    """A ResNet-50 (width 1, 224x224, batch 1) from the zoo, written to out_dir by a child process: built
+    here, its ~600 MB would be in every forked child's peak RSS before exec (ru_maxrss counts it)."""
+    path = out_dir / "resnet_d50_w1.0_r224_b1.onnx"
+    code = ("import onnx, sys; from hase.zoo import build_model, get_family; "
+            "spec = get_family('resnet').spec({'depth': 50, 'width': 1.0, 'resolution': 224, 'batch': 1}); "
+            "onnx.save(build_model(spec), sys.argv[1])")
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True, cwd=REPO)
     return path
 
 
@@ -42,13 +41,18 @@ def batch_files(n: int) -> list[Path]:
 
 
 def run_predict(models: list[Path], extra: list[str]) -> tuple[float, float, object]:
-    """(wall seconds, peak RSS MB of the child, parsed JSON) of one `hase predict --json` process."""
-    t0 = time.perf_counter()
-    out = subprocess.run([*HASE, "-q", "predict", *map(str, models), "--json", *extra], capture_output=True,
-                         text=True, check=True, cwd=REPO)
-    wall = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return wall, peak, json.loads(out.stdout)
+    """(wall seconds, peak RSS MB of this child alone, parsed JSON) of one `hase predict --json` process."""
+    with tempfile.TemporaryFile("w+") as out:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([*HASE, "-q", "predict", *map(str, models), "--json", *extra], stdout=out,
+                                stderr=subprocess.DEVNULL, cwd=REPO)
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage, not the max over all children
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            raise SystemExit(f"hase predict exited with {proc.returncode}")
+        out.seek(0)
+        return wall, usage.ru_maxrss / 1024, json.loads(out.read())
 
 
 def main(argv: list[str] | None = None) -> int:
