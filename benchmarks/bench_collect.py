@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         "dedupe_ratio": round(report.node_occurrences / max(counts["kernels"], 1), 2),
         "skips": counts["skips"],
         "peak_rss_mb": round(peak_mb, 1),
-        **{k: v for k, v in runtime.device_metadata(cfg.devices[0]).items()},
+        **runtime.device_metadata(cfg.devices[0]),
     }
     if args.json:
         print(json.dumps(figures))
