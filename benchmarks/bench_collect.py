@@ -13,9 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from hase import collect as coll
-from hase import runtime
-from hase.store import Store
+from hase.measure import collect as coll
+from hase.measure import runtime
+from hase.measure.store import Store
 
 
 def main(argv: list[str] | None = None) -> int:

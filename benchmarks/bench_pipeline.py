@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-from hase import runtime
+from hase.measure import runtime
 from hase.pipeline import PipelineSpec, run_pipeline, simulation_spec
 from hase.pipeline.events import RECORD
 from hase.pipeline.spec import DEFAULT_HW_SAMPLE_BLOCK, DEFAULT_HW_SAMPLE_EVERY, DEFAULT_HW_SAMPLE_WARMUP

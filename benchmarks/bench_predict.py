@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    from hase.predictor import predictor_dir, read_manifest
+    from hase.predict.predictor import predictor_dir, read_manifest
 
     extra = ["--device", args.device] + (["--predictors", args.predictors] if args.predictors else [])
     manifest = read_manifest(predictor_dir(args.device, args.predictors))

@@ -1,4 +1,4 @@
-"""hase.collect: end-to-end collect on real models, resumable after SIGKILL, skips recorded."""
+"""hase.measure.kernel.collect: end-to-end collect on real models, resumable after SIGKILL, skips recorded."""
 from __future__ import annotations
 
 import os
@@ -13,9 +13,9 @@ import onnx
 import pytest
 
 from conftest import REPO, conv_bn_relu_model, embedding_model
-from hase import collect as coll
+from hase.measure import collect as coll
 from hase.cli import main
-from hase.store import Store
+from hase.measure.store import Store
 
 FAST = """
 [kernel_timing]

@@ -1,4 +1,4 @@
-"""hase.estimate: calibration fits, composing kernel predictions into a model, `hase predict`."""
+"""hase.predict.estimate: calibration fits, composing kernel predictions into a model, `hase predict`."""
 from __future__ import annotations
 
 import json
@@ -12,8 +12,8 @@ from onnx import TensorProto, helper
 from conftest import conv_bn_relu_model
 from hase.cli import main
 from hase.errors import HaseError
-from hase.estimate import CANDIDATES, Calibration, compose, estimate_model, fit_calibration, predict_model_latency
-from hase.predictor import load_bundle
+from hase.predict.estimate import CANDIDATES, Calibration, compose, estimate_model, fit_calibration, predict_model_latency
+from hase.predict.predictor import load_bundle
 from test_evaluate import build_tiny_store, train_tiny
 
 
@@ -64,8 +64,9 @@ def test_raw_and_degenerate_calibrations():
 
 
 def test_compose_counts_every_node_and_brackets_the_latency(predictors):
-    from hase import graph, split
-    from hase.runtime import EPConfig
+    from hase.kernels import graph
+    from hase.kernels import split
+    from hase.measure.runtime import EPConfig
 
     bundle = load_bundle(predictors / "cpu-1t", ["span"])
     specs = [n.spec for n in split.split(graph.kernel_graph(conv_bn_relu_model(c=8, hw=16), EPConfig()))]

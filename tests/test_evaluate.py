@@ -1,4 +1,4 @@
-"""hase.evaluate, hase.train, hase.report: metrics, leave-family-out evaluation, baselines, the report.
+"""hase.predict.evaluate, hase.predict.train, hase.predict.report: metrics, leave-family-out evaluation, baselines, the report.
 
 The store these tests train on is real: a small collect of tiny models of three families measured on
 ONNX Runtime with a fast timing policy (built once per session, reused by test_estimate).
@@ -15,8 +15,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from conftest import conv_bn_relu_model, embedding_model
-from hase import dataset as D
-from hase import evaluate as E
+from hase.predict import dataset as D
+from hase.predict import evaluate as E
 from hase.cli import main
 from hase.errors import HaseError
 
@@ -64,10 +64,10 @@ TINY_MODELS = {
 
 def build_tiny_store(root: Path) -> Path:
     """Collect the tiny models into root/tiny.sqlite with a fast timing policy (reused when already there)."""
-    from hase.collect import CollectConfig, ModelSource, collect
-    from hase.measure import MeasureSettings
-    from hase.runtime import EPConfig, TimingPolicy
-    from hase.store import Store
+    from hase.measure.collect import CollectConfig, ModelSource, collect
+    from hase.measure.kernel import MeasureSettings
+    from hase.measure.runtime import EPConfig, TimingPolicy
+    from hase.measure.store import Store
 
     store_path = root / "tiny.sqlite"
     if (root / "tiny.done").exists():
@@ -88,7 +88,7 @@ def build_tiny_store(root: Path) -> Path:
 
 def train_tiny(root: Path) -> Path:
     """Train predictors on the tiny store into root/predictors (reused when already there)."""
-    from hase.train import load_train_config, train
+    from hase.predict.train import load_train_config, train
 
     out = root / "predictors"
     if not (out / "cpu-1t" / "manifest.json").exists():
@@ -160,7 +160,7 @@ def test_leave_family_out_never_trains_on_the_held_out_family(tiny_root):
 
     class Spy:
         def __init__(self):
-            from hase.predictor import KernelPredictor
+            from hase.predict.predictor import KernelPredictor
             self.inner = KernelPredictor({"default": {"n_estimators": 4}}, min_samples=3)
 
         def fit(self, specs, y):
@@ -184,7 +184,7 @@ def test_baselines_are_held_out_linear_fits(tiny_root):
 
 
 def test_evaluate_report_files_and_ratio_table(tiny_root, tmp_path):
-    from hase.report import write_report
+    from hase.predict.report import write_report
 
     ev = E.evaluate_predictor(tiny_root / "tiny.sqlite", tiny_root / "predictors" / "cpu-1t")
     m = ev.models
@@ -220,11 +220,11 @@ def test_train_errors_are_one_line(tiny_root, tmp_path, capsys):
 
 
 def test_one_family_is_not_enough(tiny_root, tmp_path):
-    from hase.collect import CollectConfig, ModelSource, collect
-    from hase.measure import MeasureSettings
-    from hase.runtime import EPConfig, TimingPolicy
-    from hase.store import Store
-    from hase.train import TrainConfig, train
+    from hase.measure.collect import CollectConfig, ModelSource, collect
+    from hase.measure.kernel import MeasureSettings
+    from hase.measure.runtime import EPConfig, TimingPolicy
+    from hase.measure.store import Store
+    from hase.predict.train import TrainConfig, train
 
     p = tmp_path / "m.onnx"
     onnx.save(mlp_model(8), p)
@@ -238,8 +238,8 @@ def test_one_family_is_not_enough(tiny_root, tmp_path):
 
 @pytest.mark.parametrize("calibrate_on", ["measured", "predicted"])
 def test_fold_calibration_is_fitted_on_aligned_model_rows(tiny_root, calibrate_on):
-    from hase.estimate import fit_calibration
-    from hase.predictor import KernelPredictor
+    from hase.predict.estimate import fit_calibration
+    from hase.predict.predictor import KernelPredictor
 
     data = D.load_device_data(tiny_root / "tiny.sqlite")
     make = lambda: KernelPredictor({"default": {"n_estimators": 4}}, min_samples=3)  # noqa: E731

@@ -1,4 +1,4 @@
-"""hase.features: per-family feature tables from kernel signatures, the registry, the generic fallback."""
+"""hase.predict.features: per-family feature tables from kernel signatures, the registry, the generic fallback."""
 from __future__ import annotations
 
 import math
@@ -7,14 +7,15 @@ import numpy as np
 import pytest
 
 from conftest import conv_bn_relu_model
-from hase import features as F
-from hase import graph, split
+from hase.predict import features as F
+from hase.kernels import graph
+from hase.kernels import split
 from hase.errors import HaseError
-from hase.features.reduce import reduced_axes
-from hase.features.registry import feature_family
-from hase.inputs import TensorSpec
-from hase.runtime import EPConfig
-from hase.split import KernelSpec
+from hase.predict.features.reduce import reduced_axes
+from hase.predict.features.registry import feature_family
+from hase.kernels.inputs import TensorSpec
+from hase.measure.runtime import EPConfig
+from hase.kernels.split import KernelSpec
 
 
 def spec(op, inputs, outputs, attrs=(), domain=""):

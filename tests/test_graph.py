@@ -1,4 +1,4 @@
-"""hase.graph: loading, validation and ORT's kernel graph."""
+"""hase.kernels.graph: loading, validation and ORT's kernel graph."""
 from __future__ import annotations
 
 import onnx
@@ -6,10 +6,10 @@ import pytest
 from onnx import TensorProto, helper
 
 from conftest import conv_bn_relu_model, embedding_model
-from hase import graph
+from hase.kernels import graph
 from hase.errors import HaseError
-from hase.inputs import make_model_feeds
-from hase.runtime import EPConfig
+from hase.kernels.inputs import make_model_feeds
+from hase.measure.runtime import EPConfig
 
 
 def test_kernel_graph_applies_ort_fusions(conv_model_path):
@@ -97,7 +97,7 @@ def test_exported_models_load(exported_dir):
 
 @pytest.mark.parametrize("name", ["hf_gpt2_tiny_s64_b1", "timm_semnasnet_050_b1"])
 def test_shapes_only_probe_agrees_with_full_probe(exported_dir, name):
-    from hase import split
+    from hase.kernels import split
 
     model = graph.load_model(exported_dir / f"{name}.onnx")
     full = graph.kernel_graph(model, EPConfig())
@@ -109,7 +109,7 @@ def test_shapes_only_probe_agrees_with_full_probe(exported_dir, name):
 
 
 def test_shapes_only_probe_with_unnamed_nodes(tmp_path):
-    from hase import split
+    from hase.kernels import split
 
     m = conv_bn_relu_model()
     for node in m.graph.node:

@@ -19,7 +19,7 @@ from hase.pipeline import (DummyModel, ExecutorSpec, PipelineSpec, compare, cycl
 from hase.pipeline import schema as S
 from hase.pipeline.ort_backend import run_times_from_profile
 from hase.pipeline.ov_backend import layer_times_ns
-from hase.pipeline.predict import PipelinePrediction
+from hase.pipeline.forecast import PipelinePrediction
 from hase.pipeline.summary import PipelineSummary
 
 

@@ -1,4 +1,4 @@
-"""hase.predictor: per-op forests, fallbacks, batched prediction, and the verified persistence."""
+"""hase.predict.predictor: per-op forests, fallbacks, batched prediction, and the verified persistence."""
 from __future__ import annotations
 
 import json
@@ -6,12 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from hase import features as F
+from hase.predict import features as F
 from hase.errors import HaseError
-from hase.inputs import TensorSpec
-from hase.predictor import (MANIFEST, SOURCE_FAMILY, SOURCE_GENERIC, SOURCE_OP, KernelPredictor, PredictorBundle,
+from hase.kernels.inputs import TensorSpec
+from hase.predict.predictor import (MANIFEST, SOURCE_FAMILY, SOURCE_GENERIC, SOURCE_OP, KernelPredictor, PredictorBundle,
                             fit_base, load_bundle, params_for, predictor_dir, read_manifest, save_bundle)
-from hase.split import KernelSpec
+from hase.kernels.split import KernelSpec
 
 
 def conv_spec(cin: int, cout: int, hw: int, k: int = 3, group: int = 1) -> KernelSpec:
@@ -112,7 +112,7 @@ def test_params_lookup_order_and_errors():
 
 def test_save_load_roundtrip_and_tamper_checks(fitted, tmp_path):
     model, specs = fitted
-    from hase.predictor import feature_schema, schema_sha
+    from hase.predict.predictor import feature_schema, schema_sha
 
     manifest = {"device": "cpu-1t", "default_target": "warm", "device_meta": {"execution_provider": "CPUExecutionProvider"},
                 "feature_schema_sha": schema_sha(feature_schema()), "targets": {"warm": {"calibration": {}}}}
@@ -157,7 +157,7 @@ def test_feature_schema_change_requires_retraining(fitted, tmp_path):
 def test_packed_forest_matches_scikit_learn_tree_by_tree():
     from sklearn.ensemble import RandomForestRegressor
 
-    from hase.forest import pack_forest
+    from hase.predict.forest import pack_forest
 
     rng = np.random.default_rng(0)
     X = rng.random((300, 6)).astype(np.float32)

@@ -1,4 +1,4 @@
-"""hase.profile (ORT profile -> events -> decomposition), hase.profiling_run and `hase profile`.
+"""hase.profiling.decompose (ORT profile -> events -> decomposition), hase.profiling.run and `hase profile`.
 
 Golden checks use real ORT 1.32 CPU profiles under tests/data/profiles; CUDA-EP and older-ORT (fenced)
 formats are built by `fenced_run`, since no GPU made them.
@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 from onnx import TensorProto, helper
 
-from hase import profile as P
-from hase.findings import diagnose
+from hase.profiling import decompose as P
+from hase.profiling.findings import diagnose
 from hase.cli import main
 from hase.errors import HaseError
-from hase.profiling_run import analyze, profile_model
-from hase.runtime import EPConfig
+from hase.profiling.run import analyze, profile_model
+from hase.measure.runtime import EPConfig
 
 DATA = Path(__file__).parent / "data" / "profiles"
 REAL = {name: DATA / f"ort132_cpu_{name}.json" for name in ("tiny_cnn", "if_subgraph", "bert_tiny")}

@@ -1,4 +1,4 @@
-"""hase.split: single-kernel models, signatures, dedupe, and the chained-kernels correctness check."""
+"""hase.kernels.split: single-kernel models, signatures, dedupe, and the chained-kernels correctness check."""
 from __future__ import annotations
 
 import csv
@@ -9,9 +9,11 @@ import onnx
 import pytest
 
 from conftest import conv_bn_relu_model
-from hase import graph, runtime, split
+from hase.kernels import graph
+from hase.measure import runtime
+from hase.kernels import split
 from hase.cli import main
-from hase.runtime import EPConfig
+from hase.measure.runtime import EPConfig
 
 EP = EPConfig()
 

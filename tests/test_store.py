@@ -1,4 +1,4 @@
-"""hase.store: schema, transactions, exactly-once inserts."""
+"""hase.measure.kernel.store: schema, transactions, exactly-once inserts."""
 from __future__ import annotations
 
 import sqlite3
@@ -6,7 +6,7 @@ import sqlite3
 import pytest
 
 from hase.errors import HaseError
-from hase.store import SCHEMA, Store
+from hase.measure.store import SCHEMA, Store
 
 
 def test_transaction_is_all_or_nothing(tmp_path):

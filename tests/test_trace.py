@@ -1,4 +1,4 @@
-"""hase.trace: Chrome-trace / Perfetto export of real and constructed ORT profiles."""
+"""hase.profiling.perfetto: Chrome-trace / Perfetto export of real and constructed ORT profiles."""
 from __future__ import annotations
 
 import json
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from hase import profile as P
+from hase.profiling import decompose as P
 from hase.errors import HaseError
-from hase.trace import GAPS_TID, HASE_PID, ORT_PID, REGIONS_TID, SPANS_TID, to_chrome_trace, write_chrome_trace
+from hase.profiling.perfetto import GAPS_TID, HASE_PID, ORT_PID, REGIONS_TID, SPANS_TID, to_chrome_trace, write_chrome_trace
 from test_profile import CUDA, REAL, _ev, cuda_launch_wait_trace
 
 

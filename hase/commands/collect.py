@@ -10,10 +10,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from hase import collect as coll
-from hase import runtime
-from hase.runtime import EPConfig
-from hase.store import Store
+from hase.measure import collect as coll
+from hase.measure import runtime
+from hase.measure.runtime import EPConfig
+from hase.measure.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hase.evaluate import evaluate_predictor
-    from hase.predictor import predictor_dir
-    from hase.report import headline_lines, write_report
+    from hase.predict.evaluate import evaluate_predictor
+    from hase.predict.predictor import predictor_dir
+    from hase.predict.report import headline_lines, write_report
 
     ev = evaluate_predictor(args.store, predictor_dir(args.device, args.predictors), args.target)
     paths = write_report(ev, args.out)

@@ -18,7 +18,7 @@ from hase.errors import HaseError
 from hase.pipeline import (PipelineFailed, PipelineRun, PipelineSpec, load_pipeline_config, simulation_spec,
                            summarize, summary_dict, write_chrome_trace, write_events_csv)
 from hase.pipeline.build import prepare
-from hase.pipeline.predict import compare, predict_pipeline
+from hase.pipeline.forecast import compare, predict_pipeline
 from hase.pipeline.runner import stream
 from hase.pipeline.spec import DEFAULT_HW_SAMPLE_BLOCK, DEFAULT_HW_SAMPLE_EVERY, DEFAULT_HW_SAMPLE_WARMUP
 from hase.pipeline.summary import PipelineSummary, hw_line
@@ -137,8 +137,8 @@ def execute(spec: PipelineSpec, batches: int, warmup: int, args: argparse.Namesp
 def stage_predictors(spec: PipelineSpec, device_config: str, predictors_dir: str | None) -> dict:
     """One `model -> ms` callable per pipeline device: the trained predictor for ORT CPU devices, and
     "not predicted" (NaN) for devices no predictor describes (OpenVINO, CUDA without a CUDA predictor)."""
-    from hase.estimate import predict_model_latency
-    from hase.predictor import predictor_dir
+    from hase.predict.estimate import predict_model_latency
+    from hase.predict.predictor import predictor_dir
 
     predictor_dir(device_config, predictors_dir)  # a missing predictor is an error before anything runs
     predict = functools.partial(predict_model_latency, device=device_config, predictors_dir=predictors_dir)

@@ -45,9 +45,9 @@ def model_files(items: list[str]) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hase.estimate import estimate_model
-    from hase.graph import parse_input_shapes
-    from hase.predictor import load_bundle, predictor_dir
+    from hase.predict.estimate import estimate_model
+    from hase.kernels.graph import parse_input_shapes
+    from hase.predict.predictor import load_bundle, predictor_dir
 
     t0 = time.perf_counter()
     files = model_files(args.models)

@@ -18,11 +18,11 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from hase import profile as P
+from hase.profiling import decompose as P
 from hase.errors import HaseError
-from hase.profiling_run import ProfileAnalysis, ProfileResult, analyze, profile_model
-from hase.runtime import OPT_LEVELS, EPConfig, Timing
-from hase.trace import to_chrome_trace, write_chrome_trace
+from hase.profiling.run import ProfileAnalysis, ProfileResult, analyze, profile_model
+from hase.measure.runtime import OPT_LEVELS, EPConfig, Timing
+from hase.profiling.perfetto import to_chrome_trace, write_chrome_trace
 
 TRACE_SUFFIX = ".hase_trace.json"
 
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace) -> ProfileResult:
-    from hase.graph import parse_input_shapes
+    from hase.kernels.graph import parse_input_shapes
 
     ep = EPConfig(name=args.ep, ep=args.ep, intra_op_threads=args.threads, opt_level=args.opt_level)
     return profile_model(args.model, ep, runs=args.runs, warmup=args.warmup,

@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from hase.errors import HaseError
-from hase.split import split_to_dir
-from hase.runtime import EPConfig
+from hase.kernels.split import split_to_dir
+from hase.measure.runtime import EPConfig
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hase.graph import parse_input_shapes
+    from hase.kernels.graph import parse_input_shapes
 
     ep = EPConfig(name=args.ep, ep=args.ep, opt_level=args.opt_level)
     out = Path(args.out)

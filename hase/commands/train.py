@@ -27,8 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hase.dataset import store_devices
-    from hase.train import load_train_config, train
+    from hase.predict.dataset import store_devices
+    from hase.predict.train import load_train_config, train
 
     targets = tuple(t.strip() for t in args.targets.split(",")) if args.targets else None
     cfg = load_train_config(args.config, targets=targets, save_targets=args.save_targets)

@@ -16,7 +16,7 @@ from hase.pipeline.chrome import write_chrome_trace
 from hase.pipeline.config import PipelineConfig, load_pipeline_config, pipeline_from_dict, simulation_spec
 from hase.pipeline.dummy import matmul_chain, write_matmul_chain
 from hase.pipeline.export import read_events_csv, write_events_csv
-from hase.pipeline.predict import PipelinePrediction, compare, predict_pipeline
+from hase.pipeline.forecast import PipelinePrediction, compare, predict_pipeline
 from hase.pipeline.runner import PipelineFailed, PipelineRun, StageFailure, run_pipeline, stream
 from hase.pipeline.spec import (DummyModel, ExecutorSpec, Partition, PipelineSpec, StageSpec, data_parallel_stage,
                                 single_stage)

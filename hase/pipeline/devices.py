@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from hase import runtime
+from hase.measure import runtime
 from hase.errors import HaseError
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from hase import runtime
+from hase.measure import runtime
 from hase.errors import HaseError
 from hase.pipeline.devices import Device
 from hase.pipeline.executors import BlockingAsync, ExecutorOptions, InferResult, SampleWarmup

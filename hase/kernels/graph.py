@@ -1,0 +1,217 @@
+"""Load and validate ONNX models, fix symbolic input shapes, and build the kernel graph.
+
+The kernel graph is the model as ONNX Runtime runs it: ORT's own optimizer (at the device config's
+level, `extended` by default) fuses nodes (FusedConv, FusedGemm, com.microsoft Gelu/LayerNorm, ...)
+and the saved optimized graph is what Hase splits. Tensor shapes and value ranges come from one ORT
+run of that graph, since ONNX shape inference does not know the com.microsoft fused ops.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx.external_data_helper import load_external_data_for_model
+
+from hase.kernels import probe
+from hase.measure import runtime
+from hase.errors import HaseError
+from hase.kernels.inputs import TensorSpec, make_model_feeds
+
+log = logging.getLogger(__name__)
+
+KNOWN_DOMAINS = {
+    "", "ai.onnx", "ai.onnx.ml", "com.microsoft", "com.microsoft.nchwc", "com.microsoft.experimental",
+    "ai.onnx.preview.training", "ai.onnx.training", "ai.onnx.preview", "org.pytorch.aten", "com.ms.internal.nhwc",
+}
+
+
+def load_model(path: str | os.PathLike, input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> onnx.ModelProto:
+    """Load and validate an ONNX file and give every input a static shape.
+
+    Raises HaseError for a missing, non-ONNX or truncated file, a missing external-data file,
+    an op from a domain ONNX Runtime does not know, or a symbolic dimension with no shape given.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise HaseError(f"model file not found: {p} (check the path)")
+    try:
+        model = onnx.load(str(p), load_external_data=True)
+    except DecodeError as exc:
+        raise HaseError(f"{p} is not a valid ONNX file (truncated or another format): re-export it") from exc
+    except Exception as exc:  # onnx raises OSError/ValidationError/ValueError variants
+        _check_external_data(p)  # names a missing external-data file, if that is the cause
+        raise HaseError(f"{p} is not a valid ONNX file ({type(exc).__name__}): re-export it") from exc
+    if not model.graph.node:
+        raise HaseError(f"{p} has no graph nodes: is it an ONNX model file?")
+    check_domains(model)
+    fix_input_shapes(model, input_shapes or {})
+    name_nodes(model)
+    return model
+
+
+def _check_external_data(p: Path) -> None:
+    """Name the missing external-data file before onnx fails with a generic validation error."""
+    try:
+        bare = onnx.load(str(p), load_external_data=False)
+    except Exception:
+        return  # not parseable: load_model reports it
+    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
+    for t in bare.graph.initializer:
+        if uses_external_data(t):
+            loc = ExternalDataInfo(t).location
+            if not (p.parent / loc).is_file():
+                raise HaseError(f"{p}: external data file is missing ({loc}): put it next to the model, "
+                                f"as when it was exported")
+
+
+def check_domains(model: onnx.ModelProto) -> None:
+    """Reject ops from domains no ONNX Runtime build provides kernels for."""
+    local = {f.domain for f in model.functions}
+    for node in model.graph.node:
+        if node.domain not in KNOWN_DOMAINS and node.domain not in local:
+            raise HaseError(
+                f"node {node.name or node.op_type!r} uses op {node.op_type!r} from unknown domain "
+                f"{node.domain!r}: ONNX Runtime has no kernel for it; export without custom ops"
+            )
+
+
+def fix_input_shapes(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ...]]) -> None:
+    """Set the given inputs' shapes in place; any remaining symbolic dimension is an error."""
+    inits = {i.name for i in model.graph.initializer}
+    inputs = {vi.name: vi for vi in model.graph.input if vi.name not in inits}
+    unknown = set(input_shapes) - set(inputs)
+    if unknown:
+        raise HaseError(f"--input-shape names unknown inputs {sorted(unknown)}: the model's inputs are {sorted(inputs)}")
+    for name, vi in inputs.items():
+        dims = vi.type.tensor_type.shape.dim
+        if name in input_shapes:
+            shape = tuple(int(d) for d in input_shapes[name])
+            if len(shape) != len(dims):
+                raise HaseError(f"--input-shape {name} has rank {len(shape)} but the model's input has rank {len(dims)}")
+            for d, v in zip(dims, shape):
+                if d.HasField("dim_value") and d.dim_value > 0 and d.dim_value != v:
+                    raise HaseError(f"--input-shape {name}: dimension {v} conflicts with the model's fixed {d.dim_value}")
+                d.Clear()
+                d.dim_value = v
+        elif any(not (d.HasField("dim_value") and d.dim_value > 0) for d in dims):
+            sym = [d.dim_param or "?" for d in dims]
+            raise HaseError(f"input {name!r} has symbolic shape {sym}: pass --input-shape {name}=D0,D1,...")
+
+
+RENAMED = "_hase"  # infix of node names load_model made up
+
+
+def name_nodes(model: onnx.ModelProto) -> None:
+    """Give unnamed nodes a unique name so ORT's profile events can be mapped back to them."""
+    seen: set[str] = set()
+    for i, node in enumerate(model.graph.node):
+        if not node.name or node.name in seen:
+            node.name = f"{node.op_type}{RENAMED}{i}"
+        seen.add(node.name)
+
+
+def parse_input_shapes(items: list[str] | None) -> dict[str, tuple[int, ...]]:
+    """Parse CLI `name=1,3,224,224` items into a shape dict."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for item in items or []:
+        name, sep, dims = item.partition("=")
+        try:
+            shape = tuple(int(d) for d in dims.replace("x", ",").split(",") if d.strip())
+        except ValueError:
+            shape = ()
+        if not sep or not name or not shape or min(shape) < 0:
+            raise HaseError(f"bad --input-shape {item!r}: write NAME=D0,D1,... e.g. input=1,3,224,224")
+        shapes[name] = shape
+    return shapes
+
+
+@dataclass
+class KernelGraph:
+    """ORT's optimized graph of a model, with every tensor's spec (shape, dtype, observed value range)."""
+
+    model: onnx.ModelProto
+    values: dict[str, TensorSpec]
+    opt_level: str
+    feeds: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
+    has_weights: bool = True
+
+    @property
+    def nodes(self) -> list[onnx.NodeProto]:
+        return list(self.model.graph.node)
+
+    @property
+    def initializers(self) -> dict[str, onnx.TensorProto]:
+        return {t.name: t for t in self.model.graph.initializer}
+
+
+WEIGHTS_FILE = "weights.bin"
+
+
+def optimize_to(model: onnx.ModelProto | None, ep: runtime.EPConfig, directory: str | os.PathLike,
+                source: str | os.PathLike | None = None) -> Path:
+    """Save the model as ONNX Runtime optimizes it at the config's level (ORT's own fusions) into
+    `directory`, with initializers over 1 KB in an external `weights.bin`; returns the model path.
+    `source`: the model's file, when `model` is exactly its content (ORT then reads it directly)."""
+    out = Path(directory) / "optimized.onnx"
+    src = Path(directory) / "source.onnx"
+    if source is None:
+        onnx.save(model, str(src))  # ORT reads the file: no serialized copy held alongside the session
+    config = {**probe.NO_PREPACK,
+              "session.optimized_model_external_initializers_file_name": WEIGHTS_FILE,
+              "session.optimized_model_external_initializers_min_size_in_bytes": "1024"}
+    sess = runtime.make_session(source or src, ep, optimized_model_path=str(out), config=config)
+    del sess
+    src.unlink(missing_ok=True)
+    return out
+
+
+def kernel_graph(model: onnx.ModelProto, ep: runtime.EPConfig, seed: int = 0, with_weights: bool = True,
+                 source: str | os.PathLike | None = None) -> KernelGraph:
+    """Optimize with ORT, then run the optimized graph once on the CPU to learn every tensor's spec.
+
+    with_weights=False (prediction) keeps large weights on disk only and learns shapes from ORT's
+    profile instead of exposing every tensor, so the kernels can be described but not built.
+    `source`: the file `model` was loaded from, if load_model changed nothing (saves a copy).
+    """
+    feeds = make_model_feeds(model, seed)
+    if source is not None and any(RENAMED in n.name for n in model.graph.node):
+        source = None  # load_model named some nodes: the file is not what `model` holds
+    return _optimized_kernel_graph(model if source is None else None, feeds, ep, with_weights, source)
+
+
+def file_kernel_graph(path: str | os.PathLike, ep: runtime.EPConfig, input_shapes=None,
+                      with_weights: bool = True) -> KernelGraph:
+    """`kernel_graph` of a model file; when loading changed nothing, the parsed model is dropped before
+    ORT reads the file itself, so a large model is never held twice (what keeps `hase predict` lean)."""
+    model = load_model(path, input_shapes)
+    if input_shapes or any(RENAMED in n.name for n in model.graph.node):
+        return kernel_graph(model, ep, with_weights=with_weights)
+    feeds = make_model_feeds(model)
+    del model
+    return _optimized_kernel_graph(None, feeds, ep, with_weights, path)
+
+
+def _optimized_kernel_graph(model: onnx.ModelProto | None, feeds: dict[str, np.ndarray], ep: runtime.EPConfig,
+                            with_weights: bool, source: str | os.PathLike | None) -> KernelGraph:
+    with tempfile.TemporaryDirectory(prefix="hase_kg_") as tmp:
+        path = optimize_to(model, ep, tmp, source)
+        opt = onnx.load(str(path), load_external_data=False)
+        values = None
+        if not with_weights:
+            try:
+                values = probe.observe_shapes(opt, path, feeds)
+            except probe.ShapesUnavailable as exc:
+                log.debug("shapes-only probe failed (%s); running the full probe", exc)
+        if values is None:
+            load_external_data_for_model(opt, tmp)
+            values = probe.observe_values(opt, feeds)
+            with_weights = True
+    return KernelGraph(opt, values, ep.opt_level, feeds, with_weights)

@@ -1,0 +1,104 @@
+"""What ONNX Runtime says every tensor of an optimized graph is: shape, dtype and value range.
+
+ONNX shape inference does not know the com.microsoft fused ops, so Hase asks ORT by running the graph.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import onnx
+
+from hase.measure import runtime
+from hase.errors import HaseError
+from hase.kernels.inputs import TensorSpec, np_dtype
+
+_CPU = runtime.EPConfig(name="shape-probe", ep="cpu", intra_op_threads=1, opt_level="disabled")
+# ORT profile type names -> numpy dtype names
+_PROFILE_DTYPES = {"float": "float32", "double": "float64", "float16": "float16", "bfloat16": "bfloat16",
+                   "int64": "int64", "int32": "int32", "int16": "int16", "int8": "int8", "uint8": "uint8",
+                   "uint16": "uint16", "uint32": "uint32", "uint64": "uint64", "bool": "bool"}
+
+class ShapesUnavailable(HaseError):
+    """ORT's profile does not name every node's output shapes (e.g. unnamed nodes)."""
+
+
+# Sessions that only optimize or probe shapes never run weights through GEMM/conv kernels for real
+# timing, so they skip pre-packing (a second, packed copy of every weight).
+NO_PREPACK = {"session.disable_prepacking": "1"}
+
+
+def observe_values(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, TensorSpec]:
+    """Shape, dtype and [min, max] of every tensor in the graph, from a real ORT run."""
+    values = _const_and_feed_specs(opt, feeds)
+    for name, arr in run_all_values(opt, feeds).items():
+        values[name] = _spec_of(name, arr)
+    return values
+
+
+def _const_and_feed_specs(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, TensorSpec]:
+    values = {t.name: TensorSpec(t.name, tuple(t.dims), np_dtype(t.data_type), const=True) for t in opt.graph.initializer}
+    values.update({name: _spec_of(name, arr) for name, arr in feeds.items()})
+    return values
+
+
+def run_all_values(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run an (already optimized) graph on ORT's CPU EP with every node output exposed as a graph output."""
+    n_outputs = len(opt.graph.output)
+    have = {o.name for o in opt.graph.output}
+    for node in opt.graph.node:
+        for out in node.output:
+            if out and out not in have:
+                opt.graph.output.append(onnx.ValueInfoProto(name=out))
+                have.add(out)
+    try:
+        probe_bytes = opt.SerializeToString()
+    finally:
+        del opt.graph.output[n_outputs:]  # the caller's graph is left as it was (no copy of the weights)
+    sess = runtime.make_session(probe_bytes, _CPU, config=NO_PREPACK)
+    del probe_bytes
+    names = [o.name for o in sess.get_outputs()]
+    try:
+        arrays = sess.run(names, dict(feeds))
+    except Exception as exc:
+        raise HaseError(f"ONNX Runtime failed to run the model: {runtime.first_line(exc)}") from exc
+    return dict(zip(names, arrays))
+
+
+def _spec_of(name: str, arr: np.ndarray) -> TensorSpec:
+    arr = np.asarray(arr)
+    low, high = -1.0, 1.0
+    if arr.size and arr.dtype != object:
+        vals = arr.astype(np.float64) if arr.dtype == np.bool_ else arr
+        finite = vals[np.isfinite(vals)] if np.issubdtype(vals.dtype, np.floating) else vals
+        if finite.size:
+            low, high = float(finite.min()), float(finite.max())
+    return TensorSpec(name, tuple(int(d) for d in arr.shape), arr.dtype.name, False, low, high)
+
+
+def observe_shapes(opt: onnx.ModelProto, path: str | os.PathLike, feeds: Mapping[str, np.ndarray]) -> dict[str, TensorSpec]:
+    """Shape and dtype of every tensor from one profiled ORT run of the optimized model file (no value
+    ranges); cheaper than `observe_values` since no tensor is kept alive for inspection."""
+    values = _const_and_feed_specs(opt, feeds)
+    with tempfile.TemporaryDirectory(prefix="hase_probe_") as tmp:
+        sess = runtime.make_session(str(path), _CPU, profile_prefix=str(Path(tmp) / "probe"), config=NO_PREPACK)
+        try:
+            sess.run(None, dict(feeds))
+        except Exception as exc:
+            raise HaseError(f"ONNX Runtime failed to run the model: {runtime.first_line(exc)}") from exc
+        events = json.loads(Path(sess.end_profiling()).read_text())
+    shapes = {e["name"][: -len("_kernel_time")]: e["args"].get("output_type_shape", [])
+              for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")}
+    for node in opt.graph.node:
+        outs = shapes.get(node.name)
+        if outs is None or len(outs) != len(node.output):
+            raise ShapesUnavailable(f"ORT's profile has no output shapes for node {node.name!r}")
+        for name, entry in zip(node.output, outs):
+            if name:
+                (dtype, shape), = entry.items()
+                values[name] = TensorSpec(name, tuple(int(d) for d in shape), _PROFILE_DTYPES.get(dtype, dtype))
+    return values

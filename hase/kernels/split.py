@@ -1,0 +1,232 @@
+"""Split a kernel graph into single-kernel ONNX models, with signatures that dedupe identical kernels.
+
+A kernel is one node of ORT's optimized graph. Its constant inputs stay initializers (weights are
+part of what it costs), its other inputs become graph inputs of the exact shapes and dtypes.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from hase.errors import HaseError
+from hase.kernels.graph import KernelGraph
+from hase.kernels.inputs import TensorSpec, random_tensor
+
+SMALL_CONST = 64  # constant inputs with at most this many elements are hashed by value (shapes, axes)
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """What a kernel is, independent of which model it came from; `kernel_id` hashes all of it."""
+
+    kernel_id: str
+    op_type: str
+    domain: str
+    attrs: tuple[tuple[str, Any], ...]
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+    def to_json(self) -> str:
+        """The signature as JSON (stored with every kernel; the feature extractors read it)."""
+        return json.dumps({
+            "kernel_id": self.kernel_id, "op_type": self.op_type, "domain": self.domain,
+            "attrs": dict(self.attrs),
+            "inputs": [_tensor_dict(t) for t in self.inputs],
+            "outputs": [_tensor_dict(t) for t in self.outputs],
+        }, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "KernelSpec":
+        d = json.loads(text)
+        return cls(d["kernel_id"], d["op_type"], d["domain"], tuple(sorted(d["attrs"].items())),
+                   tuple(TensorSpec(**_untuple(t)) for t in d["inputs"]),
+                   tuple(TensorSpec(**_untuple(t)) for t in d["outputs"]))
+
+
+def _tensor_dict(t: TensorSpec) -> dict:
+    return {"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "const": t.const, "low": t.low, "high": t.high}
+
+
+def _untuple(d: dict) -> dict:
+    return {**d, "shape": tuple(d["shape"])}
+
+
+@dataclass(frozen=True)
+class KernelNode:
+    """One node occurrence in a model: position, name, and the kernel it is an instance of."""
+
+    node_idx: int
+    node_name: str
+    spec: KernelSpec
+
+
+def _attr_value(attr: onnx.AttributeProto) -> Any:
+    """A JSON-able, canonical form of an attribute value (tensors and graphs by shape/hash)."""
+    v = helper.get_attribute_value(attr)
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, onnx.TensorProto):
+        arr = numpy_helper.to_array(v)
+        return {"tensor": list(arr.shape), "dtype": arr.dtype.name, "sha": _sha(arr.tobytes())[:12]}
+    if isinstance(v, onnx.GraphProto):
+        return {"graph_sha": _sha(v.SerializeToString())[:12]}
+    if isinstance(v, list):
+        return [x.decode() if isinstance(x, bytes) else (round(x, 7) if isinstance(x, float) else x)
+                for x in v if not isinstance(x, (onnx.GraphProto, onnx.TensorProto))]
+    if isinstance(v, float):
+        return round(v, 7)
+    return v
+
+
+def _sha(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def node_spec(kg: KernelGraph, node: onnx.NodeProto) -> KernelSpec:
+    """The kernel signature of one node: op, domain, attributes, exact input/output tensor specs."""
+    inits = kg.initializers
+    ins, sig_ins = [], []
+    for name in node.input:
+        if not name:
+            ins.append(TensorSpec("", (), "float32", const=True))
+            sig_ins.append(None)
+            continue
+        spec = kg.values.get(name)
+        if spec is None:
+            raise HaseError(f"no shape known for tensor {name!r} of node {node.name!r}: the ORT probe run did not produce it")
+        const = name in inits
+        spec = TensorSpec(name, spec.shape, spec.dtype, const, spec.low, spec.high)
+        ins.append(spec)
+        entry: list[Any] = [list(spec.shape), spec.dtype, const]
+        if const and spec.numel <= SMALL_CONST and spec.dtype not in ("float32", "float16", "float64"):
+            entry.append(_sha(numpy_helper.to_array(inits[name]).tobytes())[:12])
+        sig_ins.append(entry)
+    outs = [kg.values[o] if o in kg.values else TensorSpec(o, (), "float32") for o in node.output]
+    attrs = tuple(sorted((a.name, _attr_value(a)) for a in node.attribute))
+    sig = {"op": node.op_type, "domain": node.domain, "attrs": attrs, "in": sig_ins,
+           "out": [[list(o.shape), o.dtype] for o in outs if o.name]}
+    kid = _sha(json.dumps(sig, sort_keys=True, default=str).encode())[:16]
+    return KernelSpec(kid, node.op_type, node.domain, attrs, tuple(ins), tuple(outs))
+
+
+def split(kg: KernelGraph) -> list[KernelNode]:
+    """Every node of the kernel graph with its kernel signature, in execution (topological) order."""
+    return [KernelNode(i, n.name, node_spec(kg, n)) for i, n in enumerate(kg.nodes)]
+
+
+def unique_kernels(nodes: list[KernelNode]) -> dict[str, KernelNode]:
+    """First occurrence of each distinct kernel, keyed by kernel id."""
+    out: dict[str, KernelNode] = {}
+    for kn in nodes:
+        out.setdefault(kn.spec.kernel_id, kn)
+    return out
+
+
+def _outer_refs(node: onnx.NodeProto) -> list[str]:
+    """Names a control-flow node's subgraphs read from the enclosing graph."""
+    refs: list[str] = []
+
+    def walk(g: onnx.GraphProto, defined: set[str]) -> None:
+        defined = defined | {i.name for i in g.input} | {t.name for t in g.initializer}
+        for n in g.node:
+            for name in n.input:
+                if name and name not in defined and name not in refs:
+                    refs.append(name)
+            for a in n.attribute:
+                for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                    walk(sub, defined)
+            defined |= set(n.output)
+
+    for a in node.attribute:
+        for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+            walk(sub, set())
+    return refs
+
+
+def kernel_model(kg: KernelGraph, node: onnx.NodeProto) -> onnx.ModelProto:
+    """A standalone ONNX model holding exactly this node; constant inputs stay initializers."""
+    if not kg.has_weights:
+        raise HaseError("this kernel graph was built without weights (with_weights=False): rebuild it with weights")
+    inits = kg.initializers
+    graph_inputs, initializers, seen = [], [], set()
+    for name in list(node.input) + _outer_refs(node):
+        if not name or name in seen:
+            continue
+        seen.add(name)
+        if name in inits:
+            initializers.append(inits[name])
+            continue
+        spec = kg.values.get(name)
+        if spec is None:
+            raise HaseError(f"no shape known for tensor {name!r} of node {node.name!r}")
+        graph_inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(spec.dtype)), spec.shape))
+    outputs = []
+    for name in node.output:
+        if name:
+            spec = kg.values[name]
+            outputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(spec.dtype)), spec.shape))
+    g = helper.make_graph([node], f"kernel_{node.name}"[:200], graph_inputs, outputs, initializer=initializers)
+    m = helper.make_model(g, opset_imports=list(kg.model.opset_import), producer_name="hase")
+    m.ir_version = kg.model.ir_version
+    return m
+
+
+def kernel_feeds(spec: KernelSpec, seed: int = 0) -> dict[str, np.ndarray]:
+    """Valid random inputs for a kernel's non-constant inputs, within the values seen in the full model."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for t in spec.inputs:
+        if t.name and not t.const and t.name not in out:
+            out[t.name] = random_tensor(t, rng)
+    return out
+
+
+def iter_kernel_models(kg: KernelGraph) -> Iterator[tuple[onnx.NodeProto, onnx.ModelProto]]:
+    """Each node with its single-kernel model, built lazily (kernel models hold copies of weights)."""
+    for node in kg.nodes:
+        yield node, kernel_model(kg, node)
+
+
+def split_to_dir(model_path: str | os.PathLike, out: str | os.PathLike, ep, input_shapes=None) -> dict[str, Any]:
+    """Split a model file and write `<kernel_id>.onnx` per unique kernel plus `kernels.csv` and
+    `signatures.jsonl`; files appear only complete (written to a temp dir, then moved in).
+
+    Returns a summary: node and unique-kernel counts, and per op type (nodes, unique kernels).
+    """
+    from hase.kernels.graph import kernel_graph, load_model
+
+    model = load_model(model_path, input_shapes)
+    kg = kernel_graph(model, ep)
+    nodes = split(kg)
+    uniq = unique_kernels(nodes)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".hase_split_", dir=out) as tmp:
+        t = Path(tmp)
+        for kid, kn in uniq.items():
+            onnx.save(kernel_model(kg, kg.nodes[kn.node_idx]), str(t / f"{kid}.onnx"))
+        with open(t / "kernels.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["node_idx", "node_name", "op_type", "domain", "kernel_id", "file"])
+            for n in nodes:
+                w.writerow([n.node_idx, n.node_name, n.spec.op_type, n.spec.domain, n.spec.kernel_id, f"{n.spec.kernel_id}.onnx"])
+        (t / "signatures.jsonl").write_text("".join(kn.spec.to_json() + "\n" for kn in uniq.values()))
+        for f in t.iterdir():
+            os.replace(f, out / f.name)
+    by_op: dict[str, list[int]] = {}
+    for n in nodes:
+        by_op.setdefault(n.spec.op_type, [0, 0])[0] += 1
+    for kn in uniq.values():
+        by_op[kn.spec.op_type][1] += 1
+    return {"model": str(model_path), "out": str(out), "n_nodes": len(nodes), "n_unique": len(uniq),
+            "by_op": by_op}

@@ -1,0 +1,163 @@
+"""Measurements of one device configuration, read from the store into the tables training and reports use.
+
+Column names of these tables are the constants below (the one place they are defined). Three tables:
+
+- kernels:  one row per unique kernel: KERNEL_ID, OP_TYPE, SIGNATURE, WARM_MS, COLD_MS (standalone medians)
+- nodes:    one row per node of every measured model: MODEL_ID, FAMILY, NODE_IDX, NODE_NAME, KERNEL_ID,
+            OP_TYPE, SPAN_MS, KERNEL_TIME_MS (in-model, median over profiled runs)
+- models:   one row per measured model: MODEL_ID, FAMILY, MEASURED_MS (session.run median), N_KERNELS
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from hase.errors import HaseError
+from hase.kernels.split import KernelSpec
+from hase.measure.store import Store
+
+KERNEL_ID, OP_TYPE, SIGNATURE = "kernel_id", "op_type", "signature_json"
+WARM_MS, COLD_MS, SPAN_MS, KERNEL_TIME_MS = "warm_ms", "cold_ms", "span_ms", "kernel_time_ms"
+MODEL_ID, FAMILY, NODE_IDX, NODE_NAME = "model_id", "family", "node_idx", "node_name"
+MEASURED_MS, N_KERNELS = "measured_ms", "n_kernels"
+
+TARGETS = ("warm", "cold", "span")
+TARGET_COLUMN = {"warm": WARM_MS, "cold": COLD_MS, "span": SPAN_MS}
+TARGET_DOC = {
+    "warm": "standalone kernel latency, warm cache (nn-Meter's label)",
+    "cold": "standalone kernel latency, weights cold (round-robin over copies)",
+    "span": "in-model node span from ORT's profiler (median over profiled runs)",
+}
+SUM_COLUMNS = {"warm": "sum_warm_ms", "cold": "sum_cold_ms", "span": "sum_span_ms", "kernel_time": "sum_kernel_time_ms"}
+META_KEYS = ("device", "cpu_model", "gpu_name", "gpu_driver", "ort_version", "execution_provider",
+             "intra_op_threads", "inter_op_threads", "opt_level", "hase_version")
+
+
+@dataclass(frozen=True)
+class DeviceData:
+    """Everything measured on one device configuration, plus each kernel's parsed signature."""
+
+    device: str
+    meta: dict[str, Any]
+    kernels: pd.DataFrame
+    nodes: pd.DataFrame
+    models: pd.DataFrame
+    specs: dict[str, KernelSpec] = field(repr=False)
+    fixed_cost_ms: float | None = None
+
+    @property
+    def families(self) -> list[str]:
+        """Model families with measurements, sorted."""
+        return sorted(self.models[FAMILY].unique())
+
+
+def check_target(target: str) -> str:
+    """The target name, or a HaseError listing the known ones."""
+    if target not in TARGETS:
+        raise HaseError(f"unknown target {target!r}: use one of {list(TARGETS)}")
+    return target
+
+
+def store_devices(store_path: str | Path) -> list[str]:
+    """Device configurations with at least one measured model in the store."""
+    with Store(store_path, readonly=True) as store:
+        return sorted(store.table("model_measurements")["device"].unique())
+
+
+def load_device_data(store_path: str | Path, device: str | None = None) -> DeviceData:
+    """Read one device's kernels, nodes and models from the store (the only device when `device` is None)."""
+    with Store(store_path, readonly=True) as store:
+        mm = store.table("model_measurements")
+        devices = sorted(mm["device"].unique())
+        device = _pick_device(devices, device, store_path)
+        mm = mm[mm["device"] == device]
+        meta = {k: _plain(mm.iloc[0][k]) for k in META_KEYS}
+        kernels = _kernels(store.table("kernels"), store.table("kernel_measurements"), device)
+        nodes = _nodes(store.table("model_nodes"), store.table("node_spans"), mm, meta["opt_level"], device)
+        fixed = store.table("fixed_costs")
+        fixed = fixed[fixed["device"] == device]
+    models = pd.DataFrame({MODEL_ID: mm["model_id"], FAMILY: mm["family"], MEASURED_MS: mm["median_ms"]})
+    models = models.merge(nodes.groupby(MODEL_ID).size().rename(N_KERNELS), on=MODEL_ID, how="inner")
+    specs = {k: KernelSpec.from_json(s) for k, s in zip(kernels[KERNEL_ID], kernels[SIGNATURE])}
+    if models.empty:
+        raise HaseError(f"the store has no measured model with its node list for device {device!r}: rerun `make collect`")
+    return DeviceData(device, meta, kernels, nodes, models.reset_index(drop=True), specs,
+                      float(fixed["median_ms"].iloc[0]) if len(fixed) else None)
+
+
+def _pick_device(devices: list[str], device: str | None, store_path: Any) -> str:
+    if not devices:
+        raise HaseError(f"{store_path} holds no model measurements: run `make collect` first")
+    if device is None:
+        if len(devices) > 1:
+            raise HaseError(f"{store_path} holds several devices {devices}: pick one with --device")
+        return devices[0]
+    if device not in devices:
+        raise HaseError(f"no measurements for device {device!r} in {store_path}: it has {devices}")
+    return device
+
+
+def _kernels(kernels: pd.DataFrame, km: pd.DataFrame, device: str) -> pd.DataFrame:
+    km = km[km["device"] == device]
+    wide = km.pivot_table(index="kernel_id", columns="variant", values="median_ms", aggfunc="first")
+    out = kernels[[KERNEL_ID, OP_TYPE, SIGNATURE]].copy()
+    out[WARM_MS] = out[KERNEL_ID].map(wide["warm"]) if "warm" in wide else np.nan
+    out[COLD_MS] = out[KERNEL_ID].map(wide["cold_weights"]) if "cold_weights" in wide else np.nan
+    return out.reset_index(drop=True)
+
+
+def _nodes(model_nodes: pd.DataFrame, spans: pd.DataFrame, mm: pd.DataFrame, opt_level: str,
+           device: str) -> pd.DataFrame:
+    mn = model_nodes[(model_nodes["opt_level"] == opt_level) & model_nodes["model_id"].isin(mm["model_id"])]
+    sp = spans[spans["device"] == device][["model_id", "node_name", "span_ms", "kernel_time_ms"]]
+    nodes = mn[[MODEL_ID, NODE_IDX, NODE_NAME, KERNEL_ID, OP_TYPE]].merge(sp, on=[MODEL_ID, NODE_NAME], how="left")
+    nodes = nodes.merge(mm[["model_id", "family"]], on=MODEL_ID, how="left")
+    cols = [MODEL_ID, FAMILY, NODE_IDX, NODE_NAME, KERNEL_ID, OP_TYPE, SPAN_MS, KERNEL_TIME_MS]
+    return nodes[cols].sort_values([MODEL_ID, NODE_IDX]).reset_index(drop=True)
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if hasattr(v, "item") else v
+
+
+def kernel_targets(data: DeviceData, target: str, models: Iterable[str] | None = None) -> pd.Series:
+    """Measured target per kernel (index kernel_id) over the kernels of `models` (all when None).
+
+    warm/cold come from the standalone measurements; span is the median over the kernel's node
+    occurrences in those models only, so a held-out model's spans never reach training.
+    """
+    nodes = data.nodes if models is None else data.nodes[data.nodes[MODEL_ID].isin(set(models))]
+    if check_target(target) == "span":
+        y = nodes.groupby(KERNEL_ID)[SPAN_MS].median()
+    else:
+        ids = nodes[KERNEL_ID].unique()
+        y = data.kernels.set_index(KERNEL_ID)[TARGET_COLUMN[target]].reindex(ids)
+    y = y[np.isfinite(y) & (y > 0)]
+    return y.rename(TARGET_COLUMN[target])
+
+
+def model_sums(data: DeviceData) -> pd.DataFrame:
+    """Per model: measured latency and the measured sums of each kernel source over its nodes.
+
+        model_id | family | measured_ms | n_kernels | sum_warm_ms | sum_cold_ms | sum_span_ms | sum_kernel_time_ms | n_missing_standalone
+    """
+    k = data.kernels.set_index(KERNEL_ID)
+    nodes = data.nodes.assign(**{WARM_MS: data.nodes[KERNEL_ID].map(k[WARM_MS]),
+                                 COLD_MS: data.nodes[KERNEL_ID].map(k[COLD_MS])})
+    g = nodes.groupby(MODEL_ID)
+    sums = pd.DataFrame({
+        SUM_COLUMNS["warm"]: g[WARM_MS].sum(min_count=1), SUM_COLUMNS["cold"]: g[COLD_MS].sum(min_count=1),
+        SUM_COLUMNS["span"]: g[SPAN_MS].sum(min_count=1), SUM_COLUMNS["kernel_time"]: g[KERNEL_TIME_MS].sum(min_count=1),
+        "n_missing_standalone": g[WARM_MS].apply(lambda s: int(s.isna().sum())),
+    })
+    return data.models.merge(sums, left_on=MODEL_ID, right_index=True, how="left")
+
+
+def model_specs(data: DeviceData, model_id: str) -> list[KernelSpec]:
+    """The kernel spec of every node of a model, in execution order."""
+    ids = data.nodes.loc[data.nodes[MODEL_ID] == model_id, KERNEL_ID]
+    return [data.specs[k] for k in ids]

@@ -1,0 +1,122 @@
+"""Features of convolutions (Conv, FusedConv, ConvTranspose): shape, window, FLOPs, parameters, bytes.
+
+Depthwise convolutions (one input channel per group) get their own predictor through the variant
+'dw'; grouped ones stay with dense convolutions, separated by `groups` and `cin_per_group`.
+3-D convolutions fold depth into height; 1-D ones have height 1.
+"""
+from __future__ import annotations
+
+from hase.predict.features.common import activation_code, attr, inp, numel, out0, safe_ratio, tensor_bytes
+from hase.predict.features.registry import feature_family
+from hase.kernels.split import KernelSpec
+
+CONV_OPS = ("Conv", "FusedConv", "ConvTranspose", "NhwcFusedConv")
+CONV_COLUMNS = (
+    ("n", "batch size"),
+    ("c_in", "input channels"),
+    ("h", "input height (depth x height for 3-D, 1 for 1-D)"),
+    ("w", "input width"),
+    ("c_out", "output channels"),
+    ("kh", "kernel height (depth x height for 3-D)"),
+    ("kw", "kernel width"),
+    ("stride_h", "stride along height"),
+    ("stride_w", "stride along width"),
+    ("dilation_h", "dilation along height"),
+    ("dilation_w", "dilation along width"),
+    ("groups", "convolution groups"),
+    ("cin_per_group", "input channels per group (1 = depthwise)"),
+    ("depthwise", "1 if every group has one input channel"),
+    ("pad_h", "total padding along height"),
+    ("pad_w", "total padding along width"),
+    ("out_h", "output height"),
+    ("out_w", "output width"),
+    ("flops", "2 x multiply-accumulates"),
+    ("params", "weight and bias elements"),
+    ("in_bytes", "bytes of the activation input"),
+    ("out_bytes", "bytes of the output"),
+    ("weight_bytes", "bytes of weight and bias"),
+    ("bytes", "input + output + weight bytes"),
+    ("intensity", "FLOPs per byte moved"),
+    ("activation", "fused activation: 0 none, 1 Relu, 2 Clip, 3 LeakyRelu, 4 Sigmoid, 5 Tanh, 6 HardSigmoid, 7 other"),
+    ("has_bias", "1 if a bias input is present"),
+    ("has_sum", "1 if a residual input is summed in (FusedConv's fourth input)"),
+)
+
+
+def _hw(dims: list[int] | tuple[int, ...], fill: int = 1) -> tuple[int, int]:
+    """(height, width) of spatial dims: 1-D -> (fill, w); 3-D -> (d*h, w)."""
+    dims = list(dims)
+    if not dims:
+        return fill, fill
+    if len(dims) == 1:
+        return fill, dims[0]
+    return numel(dims[:-1]), dims[-1]
+
+
+def _pair(values, rank: int, default: int) -> tuple[int, int]:
+    vals = list(values) if values else [default] * rank
+    if len(vals) == 1:
+        return 1, vals[0]
+    return vals[0], vals[-1]
+
+
+def _pads(spec: KernelSpec, rank: int) -> tuple[int, int]:
+    pads = list(attr(spec, "pads", []) or [0] * (2 * rank))
+    if len(pads) < 2 * rank:
+        return 0, 0
+    begin, end = pads[:rank], pads[rank:]
+    if rank == 1:
+        return 0, begin[0] + end[0]
+    return begin[0] + end[0], begin[-1] + end[-1]
+
+
+def conv_is_depthwise(spec: KernelSpec) -> bool:
+    """Whether each group of the convolution has one input channel (and there are several groups)."""
+    x, w = inp(spec, 0), inp(spec, 1)
+    if x is None or w is None or len(x.shape) < 3:
+        return False
+    groups = int(attr(spec, "group", 1) or 1)
+    cin = x.shape[1]
+    return groups > 1 and cin // groups == 1
+
+
+def _variant(spec: KernelSpec) -> str:
+    return "dw" if conv_is_depthwise(spec) else ""
+
+
+@feature_family("conv", CONV_OPS, CONV_COLUMNS, variant=_variant)
+def conv_features(spec: KernelSpec) -> dict[str, float]:
+    """Convolutions: window geometry, FLOPs (MACs x 2), parameters and bytes, fused activation."""
+    x, w, b = inp(spec, 0), inp(spec, 1), inp(spec, 2)
+    y = out0(spec)
+    xs = x.shape if x is not None and len(x.shape) >= 3 else (1, 1, 1)
+    ws = w.shape if w is not None else (1, 1)
+    ys = y.shape if len(y.shape) >= 3 else (1, 1, 1)
+    rank = max(len(xs) - 2, 1)
+    groups = int(attr(spec, "group", 1) or 1)
+    n, c_in, c_out = xs[0], xs[1], ys[1]
+    kernel = tuple(attr(spec, "kernel_shape", None) or ws[2:] or (1,))
+    k_elems = numel(kernel)
+    transpose = spec.op_type == "ConvTranspose"
+    in_spatial, out_spatial = numel(xs[2:]), numel(ys[2:])
+    macs = (n * c_in * in_spatial * (c_out // max(groups, 1)) * k_elems if transpose
+            else n * c_out * out_spatial * (c_in // max(groups, 1)) * k_elems)
+    h, wd = _hw(xs[2:])
+    oh, ow = _hw(ys[2:])
+    kh, kw = _hw(kernel)
+    sh, sw = _pair(attr(spec, "strides", None), rank, 1)
+    dh, dw = _pair(attr(spec, "dilations", None), rank, 1)
+    ph, pw = _pads(spec, rank)
+    weight_bytes = (tensor_bytes(w) if w is not None else 0) + (tensor_bytes(b) if b is not None else 0)
+    xb = tensor_bytes(x) if x is not None else 0
+    yb = tensor_bytes(y)
+    total = xb + yb + weight_bytes
+    return {
+        "n": n, "c_in": c_in, "h": h, "w": wd, "c_out": c_out, "kh": kh, "kw": kw, "stride_h": sh, "stride_w": sw,
+        "dilation_h": dh, "dilation_w": dw, "groups": groups, "cin_per_group": c_in // max(groups, 1),
+        "depthwise": float(conv_is_depthwise(spec)), "pad_h": ph, "pad_w": pw, "out_h": oh, "out_w": ow,
+        "flops": 2 * macs, "params": (numel(ws) if w is not None else 0) + (numel(b.shape) if b is not None else 0),
+        "in_bytes": xb, "out_bytes": yb, "weight_bytes": weight_bytes, "bytes": total,
+        "intensity": safe_ratio(2 * macs, total), "activation": activation_code(attr(spec, "activation", "")),
+        "has_bias": float(b is not None), "has_sum": float(inp(spec, 3) is not None),
+    }

@@ -1,0 +1,83 @@
+"""Features of data-movement ops (Reshape, Transpose, Concat, Split, Slice, Gather, Pad, Resize, ...)."""
+from __future__ import annotations
+
+from hase.predict.features.common import (attr, data_inputs, inp, itemsize, moved_bytes, norm_axis, numel, out_elems,
+                                  safe_ratio)
+from hase.predict.features.registry import feature_family
+from hase.kernels.split import KernelSpec
+
+MOVEMENT_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Transpose", "Concat", "Split",
+                "Slice", "Gather", "GatherElements", "GatherND", "Pad", "Resize", "Upsample", "Expand", "Tile",
+                "DepthToSpace", "SpaceToDepth", "ScatterND", "ScatterElements", "Shape", "Size", "ConstantOfShape",
+                "Range", "NonZero", "Trilu", "ReverseSequence", "Compress", "OneHot")
+RESIZE_MODES = {"nearest": 0, "linear": 1, "cubic": 2}
+MOVEMENT_COLUMNS = (
+    ("in_elems", "elements of the data input"),
+    ("out_elems", "elements of all outputs"),
+    ("n_inputs", "inputs (constants included)"),
+    ("n_outputs", "outputs"),
+    ("rank", "rank of the data input"),
+    ("axis_from_end", "rank - 1 - axis (0 = innermost axis; -1 where the op has no axis)"),
+    ("inner_block", "elements after the axis (Transpose: of the trailing axes left in place)"),
+    ("perm_moved", "Transpose: axes that change place"),
+    ("last_axis_kept", "Transpose: 1 if the innermost axis stays innermost"),
+    ("scale", "output elements / input elements"),
+    ("index_elems", "Gather/Scatter: elements of the indices"),
+    ("mode", "Resize: 0 nearest, 1 linear, 2 cubic"),
+    ("itemsize", "bytes per element of the data input"),
+    ("flops", "output elements"),
+    ("bytes", "input + output bytes"),
+)
+_INDEX_INPUT = {"Gather": 1, "GatherElements": 1, "GatherND": 1, "ScatterND": 1, "ScatterElements": 1, "OneHot": 0}
+
+
+def _axis(spec: KernelSpec, rank: int) -> int | None:
+    ax = attr(spec, "axis", None)
+    if ax is None:
+        return None
+    try:
+        return norm_axis(int(ax), rank)
+    except (TypeError, ValueError):
+        return None
+
+
+def _perm(spec: KernelSpec, rank: int) -> list[int]:
+    perm = attr(spec, "perm", None)
+    return [int(p) for p in perm] if perm else list(reversed(range(rank)))
+
+
+def _kept_block(shape: tuple[int, ...], perm: list[int]) -> int:
+    """Elements of the trailing axes a permutation leaves in place (the contiguous run it copies)."""
+    block = 1
+    for i in reversed(range(len(perm))):
+        if perm[i] != i:
+            break
+        block *= shape[i]
+    return block
+
+
+@feature_family("movement", MOVEMENT_OPS, MOVEMENT_COLUMNS)
+def movement_features(spec: KernelSpec) -> dict[str, float]:
+    """Data movement: elements and bytes moved, axis and contiguity, permutation, scale, indices."""
+    ins = data_inputs(spec)
+    x = inp(spec, 0) or (ins[0] if ins else None)
+    shape = tuple(x.shape) if x is not None else ()
+    rank = len(shape)
+    axis = _axis(spec, rank)
+    n_in, n_out = numel(shape), out_elems(spec)
+    perm = _perm(spec, rank) if spec.op_type == "Transpose" else list(range(rank))
+    block = numel(shape[axis + 1:]) if axis is not None else n_in
+    if spec.op_type == "Transpose":
+        block = _kept_block(shape, perm)
+    idx_pos = _INDEX_INPUT.get(spec.op_type)
+    idx = inp(spec, idx_pos) if idx_pos is not None else None
+    return {
+        "in_elems": n_in, "out_elems": n_out, "n_inputs": len(ins), "n_outputs": sum(1 for t in spec.outputs if t.name),
+        "rank": rank, "axis_from_end": (rank - 1 - axis) if axis is not None and axis < rank else -1,
+        "inner_block": block,
+        "perm_moved": sum(1 for i, p in enumerate(perm) if i != p),
+        "last_axis_kept": float(not perm or perm[-1] == rank - 1),
+        "scale": safe_ratio(n_out, n_in), "index_elems": numel(idx.shape) if idx is not None else 0,
+        "mode": RESIZE_MODES.get(str(attr(spec, "mode", "nearest")), 3),
+        "itemsize": itemsize(x.dtype) if x is not None else 4, "flops": n_out, "bytes": moved_bytes(spec),
+    }

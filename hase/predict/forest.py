@@ -1,0 +1,123 @@
+"""One fitted forest: scikit-learn trees packed into flat numpy arrays (predicted by a vectorised tree
+walk), and the linear FLOPs/bytes cost base the trees correct.
+
+Why: `hase predict` must answer in about a second, and importing scikit-learn alone costs ~0.7 s.
+Packed forests load and predict with numpy only, keep every tree's prediction (the spread gives the
+interval) and take about a third of the bytes of a pickled RandomForestRegressor.
+
+    >>> packed = pack_forest(RandomForestRegressor(n_estimators=50).fit(X, y))
+    >>> packed.predict_trees(X_new).shape          # (n_trees, n_samples), same values as each tree
+    (50, len(X_new))
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hase.predict.features import FeatureFamily
+
+TREE_LEAF = -1  # scikit-learn's marker of a leaf in children_left / children_right
+
+
+@dataclass(frozen=True, eq=False)
+class PackedForest:
+    """All trees of a forest in one node table; `roots[t]` is the first node of tree t.
+
+    Leaves point to themselves, so walking `depth` steps from every root lands every sample on its leaf.
+    """
+
+    left: np.ndarray       # int32, child when x[feature] <= threshold
+    right: np.ndarray      # int32, child otherwise
+    feature: np.ndarray    # int32, 0 at leaves (never read there)
+    threshold: np.ndarray  # float64, as scikit-learn stores it
+    value: np.ndarray      # float64, the leaf prediction
+    roots: np.ndarray      # int32, one per tree
+    depth: int
+    n_features: int
+
+    @property
+    def n_trees(self) -> int:
+        """Number of trees."""
+        return len(self.roots)
+
+    @property
+    def n_nodes(self) -> int:
+        """Nodes of all trees together (what the file size follows)."""
+        return len(self.left)
+
+    def predict_trees(self, X: np.ndarray) -> np.ndarray:
+        """Every tree's prediction for every row of X: shape (n_trees, n_samples)."""
+        X = np.asarray(X, dtype=np.float32)
+        if X.ndim != 2 or X.shape[1] != self.n_features:
+            raise ValueError(f"expected {self.n_features} features, got array of shape {X.shape}")
+        n = len(X)
+        node = np.repeat(self.roots, n)
+        rows = np.tile(np.arange(n), self.n_trees)
+        for step in range(self.depth):
+            nxt = np.where(X[rows, self.feature[node]] <= self.threshold[node], self.left[node], self.right[node])
+            if step % 8 == 7 and np.array_equal(nxt, node):
+                break
+            node = nxt
+        return self.value[node].reshape(self.n_trees, n)
+
+
+def pack_forest(forest) -> PackedForest:
+    """Pack a fitted RandomForestRegressor (single output) into a PackedForest."""
+    lefts, rights, feats, thrs, vals, roots = [], [], [], [], [], []
+    offset, depth = 0, 0
+    for est in forest.estimators_:
+        t = est.tree_
+        leaf = t.children_left == TREE_LEAF
+        idx = np.arange(t.node_count)
+        lefts.append(np.where(leaf, idx, t.children_left) + offset)
+        rights.append(np.where(leaf, idx, t.children_right) + offset)
+        feats.append(np.where(leaf, 0, t.feature))
+        thrs.append(t.threshold)
+        vals.append(t.value[:, 0, 0])
+        roots.append(offset)
+        offset += t.node_count
+        depth = max(depth, int(t.max_depth))
+    return PackedForest(np.concatenate(lefts).astype(np.int32), np.concatenate(rights).astype(np.int32),
+                        np.concatenate(feats).astype(np.int32), np.concatenate(thrs).astype(np.float64),
+                        np.concatenate(vals).astype(np.float64), np.asarray(roots, dtype=np.int32), depth + 1,
+                        int(forest.n_features_in_))
+
+
+@dataclass(frozen=True)
+class Member:
+    """One fitted forest: its feature family, and the linear cost base its trees correct.
+
+    With a base, the trees predict log(latency / base) where base = a*flops + b*bytes + c (a, b, c >= 0,
+    fitted by relative least squares); a forest cannot extrapolate beyond the sizes it saw, the
+    base does, so a ResNet-50-sized kernel is not capped at the largest zoo kernel's latency.
+    """
+
+    family: str
+    forest: PackedForest | None
+    base: tuple[float, float, float]
+    floor_ms: float
+
+    def base_ms(self, X: np.ndarray, fam: FeatureFamily) -> np.ndarray:
+        """The linear cost of each row of X (ones where the member has no base)."""
+        cols = fam.column_names
+        flops, nbytes = X[:, cols.index("flops")].astype(float), X[:, cols.index("bytes")].astype(float)
+        a, b, c = self.base
+        if a == b == c == 0.0:
+            return np.ones(len(X))
+        return np.maximum(a * flops + b * nbytes + c, self.floor_ms)
+
+
+def fit_base(X: np.ndarray, y: np.ndarray, fam: FeatureFamily) -> tuple[float, float, float]:
+    """Non-negative a, b, c minimising the relative error of a*flops + b*bytes + c against y."""
+    from scipy.optimize import nnls
+
+    cols = fam.column_names
+    A = np.column_stack([X[:, cols.index("flops")], X[:, cols.index("bytes")], np.ones(len(X))]).astype(float)
+    A = A / y[:, None]
+    scale = np.linalg.norm(A, axis=0)
+    scale[scale == 0] = 1.0
+    coef = nnls(A / scale, np.ones(len(y)))[0] / scale
+    return float(coef[0]), float(coef[1]), float(coef[2])

@@ -1,0 +1,123 @@
+"""Run a model under ONNX Runtime's profiler and analyze the profile: the library side of `hase profile`.
+
+`profile_model` gives the events DataFrame (per-node in-model spans, per-run decomposition) and the
+session.run wall clock; `analyze` turns events into the tables and findings the CLI shows.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from hase.profiling import decompose as P
+from hase.profiling.findings import diagnose, warmup_finding
+from hase.measure import runtime
+from hase.errors import HaseError
+from hase.measure.runtime import EPConfig, Timing
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    """A profiled model: ORT's events (warm-up runs included, run_id < warmup) and the wall clock of
+    the profiled runs (time.perf_counter around session.run, profiler overhead included)."""
+
+    events: pd.DataFrame
+    profile_path: Path
+    wall: Timing
+    warmup: int
+    runs: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def skip_runs(self) -> int:
+        """Runs to skip in `hase.profiling.decompose` functions so only the profiled (post-warm-up) runs count."""
+        return self.warmup
+
+
+def profile_model(
+    path: str | os.PathLike,
+    ep: EPConfig,
+    runs: int = 10,
+    warmup: int = 3,
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    workdir: str | os.PathLike | None = None,
+    seed: int = 0,
+) -> ProfileResult:
+    """Run `warmup` + `runs` inferences with ORT's profiler on and load the profile it writes.
+
+    ORT profiles every run of a session, so warm-up runs are in the events too; pass
+    `result.skip_runs` to the `hase.profiling.decompose` functions. The profile JSON is written to `workdir`
+    (a new temporary directory when None) as `<model stem>_<date>.json`.
+    """
+    from hase.kernels.graph import load_model
+    from hase.kernels.inputs import make_model_feeds
+
+    if runs < 1 or warmup < 0:
+        raise HaseError(f"need runs >= 1 and warmup >= 0 (got runs={runs}, warmup={warmup})")
+    model = load_model(path, dict(input_shapes or {}))
+    feeds = make_model_feeds(model, seed=seed)
+    workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="hase_profile_"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    session = runtime.make_session(_serialized(model, path), ep, profile_prefix=str(workdir / Path(path).stem))
+    try:
+        for _ in range(warmup):
+            _run(session, feeds)
+        samples = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            _run(session, feeds)
+            samples.append(time.perf_counter() - t0)
+    finally:
+        profile_path = Path(session.end_profiling())
+    log.debug("ORT profile: %s", profile_path)
+    return ProfileResult(events=P.load_profile(profile_path), profile_path=profile_path,
+                         wall=Timing.from_samples(samples), warmup=warmup, runs=runs,
+                         metadata=runtime.device_metadata(ep))
+
+
+def _serialized(model, path: str | os.PathLike) -> bytes:
+    try:
+        return model.SerializeToString()
+    except ValueError as exc:  # protobuf refuses messages over 2 GB
+        raise HaseError(f"{path} is too large to profile from memory (> 2 GB): save it with external data") from exc
+
+
+def _run(session, feeds: Mapping[str, Any]) -> None:
+    try:
+        session.run(None, dict(feeds))
+    except Exception as exc:  # ORT raises several exception types; all mean "this run failed"
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise HaseError(f"ONNX Runtime failed to run the model: {first}") from exc
+
+
+@dataclass(frozen=True)
+class ProfileAnalysis:
+    """Everything `hase profile` reports about a profile, as data (see `hase.profiling.decompose` for the columns)."""
+
+    per_run: pd.DataFrame  # decompose(): one row per counted run
+    summary: pd.Series  # summarize(per_run): medians over runs, plus n_runs
+    op_types: pd.DataFrame  # op_type_totals()
+    top: pd.DataFrame  # top_nodes()
+    providers: pd.DataFrame  # provider_counts()
+    findings: list[str]
+    skip_runs: int
+
+
+def analyze(events: pd.DataFrame, skip_runs: int = 0, top_n: int = 10) -> ProfileAnalysis:
+    """Decompose, break down and diagnose a profile's runs from `skip_runs` on."""
+    all_runs = P.decompose(events)
+    per_run = P.decompose(events, skip_runs)
+    summary = P.summarize(per_run)
+    providers = P.provider_counts(events, skip_runs)
+    findings = warmup_finding(all_runs, skip_runs) + diagnose(summary, providers)
+    return ProfileAnalysis(per_run=per_run, summary=summary, op_types=P.op_type_totals(events, skip_runs),
+                           top=P.top_nodes(events, top_n, skip_runs), providers=providers, findings=findings,
+                           skip_runs=skip_runs)
