@@ -11,10 +11,10 @@ from pathlib import Path
 
 import onnx
 import pytest
-
 from conftest import REPO, conv_bn_relu_model, embedding_model
-from hase.measure import collect as coll
+
 from hase.cli import main
+from hase.measure import collect as coll
 from hase.measure.store import Store
 
 FAST = """

@@ -7,14 +7,21 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
-
 from conftest import conv_bn_relu_model
+from onnx import TensorProto, helper
+from test_evaluate import build_tiny_store, train_tiny
+
 from hase.cli import main
 from hase.errors import HaseError
-from hase.predict.estimate import CANDIDATES, Calibration, compose, estimate_model, fit_calibration, predict_model_latency
+from hase.predict.estimate import (
+    CANDIDATES,
+    Calibration,
+    compose,
+    estimate_model,
+    fit_calibration,
+    predict_model_latency,
+)
 from hase.predict.predictor import load_bundle
-from test_evaluate import build_tiny_store, train_tiny
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +71,7 @@ def test_raw_and_degenerate_calibrations():
 
 
 def test_compose_counts_every_node_and_brackets_the_latency(predictors):
-    from hase.kernels import graph
-    from hase.kernels import split
+    from hase.kernels import graph, split
     from hase.measure.runtime import EPConfig
 
     bundle = load_bundle(predictors / "cpu-1t", ["span"])

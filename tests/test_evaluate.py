@@ -12,13 +12,13 @@ import numpy as np
 import onnx
 import pandas as pd
 import pytest
+from conftest import conv_bn_relu_model, embedding_model
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import conv_bn_relu_model, embedding_model
-from hase.predict import dataset as D
-from hase.predict import evaluate as E
 from hase.cli import main
 from hase.errors import HaseError
+from hase.predict import dataset as D
+from hase.predict import evaluate as E
 
 TINY_CONFIG = """
 [training]

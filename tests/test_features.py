@@ -5,17 +5,16 @@ import math
 
 import numpy as np
 import pytest
-
 from conftest import conv_bn_relu_model
-from hase.predict import features as F
-from hase.kernels import graph
-from hase.kernels import split
+
 from hase.errors import HaseError
+from hase.kernels import graph, split
+from hase.kernels.inputs import TensorSpec
+from hase.kernels.split import KernelSpec
+from hase.measure.runtime import EPConfig
+from hase.predict import features as F
 from hase.predict.features.reduce import reduced_axes
 from hase.predict.features.registry import feature_family
-from hase.kernels.inputs import TensorSpec
-from hase.measure.runtime import EPConfig
-from hase.kernels.split import KernelSpec
 
 
 def spec(op, inputs, outputs, attrs=(), domain=""):

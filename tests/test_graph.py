@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import onnx
 import pytest
+from conftest import conv_bn_relu_model, embedding_model
 from onnx import TensorProto, helper
 
-from conftest import conv_bn_relu_model, embedding_model
-from hase.kernels import graph
 from hase.errors import HaseError
+from hase.kernels import graph
 from hase.kernels.inputs import make_model_feeds
 from hase.measure.runtime import EPConfig
 

@@ -13,13 +13,26 @@ import pandas as pd
 import pytest
 
 from hase.errors import HaseError
-from hase.pipeline import (DummyModel, ExecutorSpec, PipelineSpec, compare, cycle_table, data_parallel_batches,
-                           data_parallel_stage, predict_pipeline, prepare, single_stage, stage_times,
-                           track_table, union_ns, write_matmul_chain)
+from hase.pipeline import (
+    DummyModel,
+    ExecutorSpec,
+    PipelineSpec,
+    compare,
+    cycle_table,
+    data_parallel_batches,
+    data_parallel_stage,
+    predict_pipeline,
+    prepare,
+    single_stage,
+    stage_times,
+    track_table,
+    union_ns,
+    write_matmul_chain,
+)
 from hase.pipeline import schema as S
+from hase.pipeline.forecast import PipelinePrediction
 from hase.pipeline.ort_backend import run_times_from_profile
 from hase.pipeline.ov_backend import layer_times_ns
-from hase.pipeline.forecast import PipelinePrediction
 from hase.pipeline.summary import PipelineSummary
 
 

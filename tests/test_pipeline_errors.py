@@ -10,8 +10,18 @@ import pytest
 
 from hase.cli import main
 from hase.errors import HaseError
-from hase.pipeline import (DummyModel, ExecutorSpec, PipelineFailed, PipelineSpec, StageSpec, data_parallel_stage,
-                           run_pipeline, single_stage, write_chrome_trace, write_matmul_chain)
+from hase.pipeline import (
+    DummyModel,
+    ExecutorSpec,
+    PipelineFailed,
+    PipelineSpec,
+    StageSpec,
+    data_parallel_stage,
+    run_pipeline,
+    single_stage,
+    write_chrome_trace,
+    write_matmul_chain,
+)
 from hase.pipeline import schema as S
 from hase.pipeline.partition import split_sizes
 

@@ -8,8 +8,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hase.pipeline import (DummyModel, ExecutorSpec, PipelineSpec, data_parallel_stage, run_pipeline, single_stage,
-                           summarize, write_chrome_trace)
+from hase.pipeline import (
+    DummyModel,
+    ExecutorSpec,
+    PipelineSpec,
+    data_parallel_stage,
+    run_pipeline,
+    single_stage,
+    summarize,
+    write_chrome_trace,
+)
 from hase.pipeline import analysis as A
 from hase.pipeline import schema as S
 from hase.pipeline.chrome import HOST_PROCESS

@@ -10,8 +10,18 @@ import pytest
 
 from hase.cli import main
 from hase.errors import HaseError
-from hase.pipeline import (DummyModel, ExecutorSpec, PipelineSpec, data_parallel_stage, pipeline_from_dict,
-                           run_pipeline, single_stage, summarize, summary_dict, write_matmul_chain)
+from hase.pipeline import (
+    DummyModel,
+    ExecutorSpec,
+    PipelineSpec,
+    data_parallel_stage,
+    pipeline_from_dict,
+    run_pipeline,
+    single_stage,
+    summarize,
+    summary_dict,
+    write_matmul_chain,
+)
 from hase.pipeline import analysis as A
 from hase.pipeline import schema as S
 from hase.pipeline.devices import parse_device

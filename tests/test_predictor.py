@@ -6,12 +6,24 @@ import json
 import numpy as np
 import pytest
 
-from hase.predict import features as F
 from hase.errors import HaseError
 from hase.kernels.inputs import TensorSpec
-from hase.predict.predictor import (MANIFEST, SOURCE_FAMILY, SOURCE_GENERIC, SOURCE_OP, KernelPredictor, PredictorBundle,
-                            fit_base, load_bundle, params_for, predictor_dir, read_manifest, save_bundle)
 from hase.kernels.split import KernelSpec
+from hase.predict import features as F
+from hase.predict.predictor import (
+    MANIFEST,
+    SOURCE_FAMILY,
+    SOURCE_GENERIC,
+    SOURCE_OP,
+    KernelPredictor,
+    PredictorBundle,
+    fit_base,
+    load_bundle,
+    params_for,
+    predictor_dir,
+    read_manifest,
+    save_bundle,
+)
 
 
 def conv_spec(cin: int, cout: int, hw: int, k: int = 3, group: int = 1) -> KernelSpec:

@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 from onnx import TensorProto, helper
 
-from hase.profiling import decompose as P
-from hase.profiling.findings import diagnose
 from hase.cli import main
 from hase.errors import HaseError
-from hase.profiling.run import analyze, profile_model
 from hase.measure.runtime import EPConfig
+from hase.profiling import decompose as P
+from hase.profiling.findings import diagnose
+from hase.profiling.run import analyze, profile_model
 
 DATA = Path(__file__).parent / "data" / "profiles"
 REAL = {name: DATA / f"ort132_cpu_{name}.json" for name in ("tiny_cnn", "if_subgraph", "bert_tiny")}

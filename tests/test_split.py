@@ -7,12 +7,11 @@ import json
 import numpy as np
 import onnx
 import pytest
-
 from conftest import conv_bn_relu_model
-from hase.kernels import graph
-from hase.measure import runtime
-from hase.kernels import split
+
 from hase.cli import main
+from hase.kernels import graph, split
+from hase.measure import runtime
 from hase.measure.runtime import EPConfig
 
 EP = EPConfig()

@@ -11,11 +11,10 @@ from hase.measure.store import SCHEMA, Store
 
 def test_transaction_is_all_or_nothing(tmp_path):
     with Store(tmp_path / "s.sqlite") as s:
-        with pytest.raises(RuntimeError):
-            with s.transaction():
-                s.insert("kernels", [{"kernel_id": "k1", "op_type": "Conv", "domain": "", "signature_json": "{}"}])
-                s.mark_done("kernel:k1", "cpu")
-                raise RuntimeError("killed mid-job")
+        with pytest.raises(RuntimeError), s.transaction():
+            s.insert("kernels", [{"kernel_id": "k1", "op_type": "Conv", "domain": "", "signature_json": "{}"}])
+            s.mark_done("kernel:k1", "cpu")
+            raise RuntimeError("killed mid-job")
         assert s.counts()["kernels"] == 0 and not s.is_done("kernel:k1", "cpu")
         with s.transaction():
             s.insert("kernels", [{"kernel_id": "k1", "op_type": "Conv", "domain": "", "signature_json": "{}"}])
@@ -29,9 +28,8 @@ def test_transaction_is_all_or_nothing(tmp_path):
 
 def test_unknown_columns_and_tables(tmp_path):
     with Store(tmp_path / "s.sqlite") as s:
-        with pytest.raises(ValueError, match="unknown columns"):
-            with s.transaction():
-                s.insert("kernels", [{"kernel_id": "k", "bogus": 1}])
+        with pytest.raises(ValueError, match="unknown columns"), s.transaction():
+            s.insert("kernels", [{"kernel_id": "k", "bogus": 1}])
         with pytest.raises(HaseError, match="unknown table"):
             s.table("nope")
 

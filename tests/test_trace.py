@@ -6,11 +6,19 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-
-from hase.profiling import decompose as P
-from hase.errors import HaseError
-from hase.profiling.perfetto import GAPS_TID, HASE_PID, ORT_PID, REGIONS_TID, SPANS_TID, to_chrome_trace, write_chrome_trace
 from test_profile import CUDA, REAL, _ev, cuda_launch_wait_trace
+
+from hase.errors import HaseError
+from hase.profiling import decompose as P
+from hase.profiling.perfetto import (
+    GAPS_TID,
+    HASE_PID,
+    ORT_PID,
+    REGIONS_TID,
+    SPANS_TID,
+    to_chrome_trace,
+    write_chrome_trace,
+)
 
 
 def _tracks(trace: dict) -> dict[tuple[int, int], str]:

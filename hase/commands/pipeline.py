@@ -15,8 +15,17 @@ from rich.console import Console
 from rich.table import Table
 
 from hase.errors import HaseError
-from hase.pipeline import (PipelineFailed, PipelineRun, PipelineSpec, load_pipeline_config, simulation_spec,
-                           summarize, summary_dict, write_chrome_trace, write_events_csv)
+from hase.pipeline import (
+    PipelineFailed,
+    PipelineRun,
+    PipelineSpec,
+    load_pipeline_config,
+    simulation_spec,
+    summarize,
+    summary_dict,
+    write_chrome_trace,
+    write_events_csv,
+)
 from hase.pipeline.build import prepare
 from hase.pipeline.forecast import compare, predict_pipeline
 from hase.pipeline.runner import stream

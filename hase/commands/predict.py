@@ -45,8 +45,8 @@ def model_files(items: list[str]) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hase.predict.estimate import estimate_model
     from hase.kernels.graph import parse_input_shapes
+    from hase.predict.estimate import estimate_model
     from hase.predict.predictor import load_bundle, predictor_dir
 
     t0 = time.perf_counter()

@@ -18,11 +18,11 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from hase.profiling import decompose as P
 from hase.errors import HaseError
-from hase.profiling.run import ProfileAnalysis, ProfileResult, analyze, profile_model
 from hase.measure.runtime import OPT_LEVELS, EPConfig, Timing
+from hase.profiling import decompose as P
 from hase.profiling.perfetto import to_chrome_trace, write_chrome_trace
+from hase.profiling.run import ProfileAnalysis, ProfileResult, analyze, profile_model
 
 TRACE_SUFFIX = ".hase_trace.json"
 

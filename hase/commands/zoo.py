@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter, defaultdict
-from typing import TYPE_CHECKING, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -56,8 +57,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _progress(console: Console) -> Progress:
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     return Progress(TextColumn("[bold]zoo"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.description}"), console=console)

@@ -10,19 +10,19 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
 from onnx.external_data_helper import load_external_data_for_model
 
-from hase.kernels import probe
-from hase.measure import runtime
 from hase.errors import HaseError
+from hase.kernels import probe
 from hase.kernels.inputs import TensorSpec, make_model_feeds
+from hase.measure import runtime
 
 log = logging.getLogger(__name__)
 

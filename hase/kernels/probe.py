@@ -7,15 +7,15 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 import onnx
 
-from hase.measure import runtime
 from hase.errors import HaseError
 from hase.kernels.inputs import TensorSpec, np_dtype
+from hase.measure import runtime
 
 _CPU = runtime.EPConfig(name="shape-probe", ep="cpu", intra_op_threads=1, opt_level="disabled")
 # ORT profile type names -> numpy dtype names

@@ -10,9 +10,10 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import onnx
@@ -46,7 +47,7 @@ class KernelSpec:
         }, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "KernelSpec":
+    def from_json(cls, text: str) -> KernelSpec:
         d = json.loads(text)
         return cls(d["kernel_id"], d["op_type"], d["domain"], tuple(sorted(d["attrs"].items())),
                    tuple(TensorSpec(**_untuple(t)) for t in d["inputs"]),

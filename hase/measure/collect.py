@@ -11,15 +11,15 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
-from hase.kernels import graph
+from hase.errors import HaseError
+from hase.kernels import graph, split
 from hase.measure import kernel as measure
 from hase.measure import runtime
-from hase.kernels import split
-from hase.errors import HaseError
 from hase.measure.kernel import KernelJob, MeasureSettings
 from hase.measure.model import measure_model
 from hase.measure.runtime import EPConfig, TimingPolicy

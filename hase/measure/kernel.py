@@ -15,10 +15,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from hase.measure import runtime
 from hase.errors import HaseError
-from hase.measure.runtime import BoundRunner, EPConfig, Timing, TimingPolicy, time_loop
 from hase.kernels.split import KernelSpec, kernel_feeds
+from hase.measure import runtime
+from hase.measure.runtime import BoundRunner, EPConfig, Timing, TimingPolicy, time_loop
 
 log = logging.getLogger(__name__)
 

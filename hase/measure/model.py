@@ -7,15 +7,15 @@ from typing import Any
 
 import onnx
 
-from hase.profiling import decompose as profile
-from hase.measure import runtime
 from hase.errors import HaseError
 from hase.kernels.inputs import make_model_feeds
-from hase.measure.kernel import MeasureSettings, timing_row
-from hase.profiling.run import profile_model
-from hase.measure.runtime import BoundRunner, EPConfig, time_loop
 from hase.kernels.split import KernelNode
+from hase.measure import runtime
+from hase.measure.kernel import MeasureSettings, timing_row
+from hase.measure.runtime import BoundRunner, EPConfig, time_loop
 from hase.measure.store import DECOMP_COLS
+from hase.profiling import decompose as profile
+from hase.profiling.run import profile_model
 
 MEMCPY_OPS = ("MemcpyToHost", "MemcpyFromHost")
 

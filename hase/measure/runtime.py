@@ -11,9 +11,10 @@ import os
 import platform
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -204,7 +205,7 @@ class TimingPolicy:
     max_time_s: float = 1.0
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "TimingPolicy":
+    def from_dict(cls, d: Mapping[str, Any]) -> TimingPolicy:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - known
         if unknown:
@@ -225,7 +226,7 @@ class Timing:
     total_s: float
 
     @classmethod
-    def from_samples(cls, samples_s: list[float] | np.ndarray) -> "Timing":
+    def from_samples(cls, samples_s: list[float] | np.ndarray) -> Timing:
         a = np.asarray(samples_s, dtype=float) * 1e3
         if a.size == 0:
             raise ValueError("no timing samples")
@@ -263,7 +264,7 @@ def time_loop(fns: list, policy: TimingPolicy) -> Timing:
 # ---------------------------------------------------------------- device metadata
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cpu_model() -> str:
     """The CPU's marketing name (from /proc/cpuinfo on Linux)."""
     try:
@@ -275,7 +276,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def gpu_info() -> tuple[str, str]:
     """(GPU name, driver version) from nvidia-smi, or ('', '') where there is none."""
     try:

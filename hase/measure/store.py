@@ -24,8 +24,9 @@ import contextlib
 import json
 import sqlite3
 import time
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -86,7 +87,7 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise HaseError(f"{self.path} is not a Hase store ({exc}): point --store at another file") from exc
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: Any) -> None:

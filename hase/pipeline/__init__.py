@@ -9,8 +9,15 @@ Typical use::
     print(summarize(run).bottleneck)
     write_chrome_trace(run, "pipeline_trace.json")
 """
-from hase.pipeline.analysis import (cycle_table, data_parallel_batches, data_parallel_table, device_table,
-                                    stage_times, track_table, union_ns)
+from hase.pipeline.analysis import (
+                                    cycle_table,
+                                    data_parallel_batches,
+                                    data_parallel_table,
+                                    device_table,
+                                    stage_times,
+                                    track_table,
+                                    union_ns,
+)
 from hase.pipeline.build import PreparedPipeline, prepare
 from hase.pipeline.chrome import write_chrome_trace
 from hase.pipeline.config import PipelineConfig, load_pipeline_config, pipeline_from_dict, simulation_spec
@@ -18,17 +25,53 @@ from hase.pipeline.dummy import matmul_chain, write_matmul_chain
 from hase.pipeline.export import read_events_csv, write_events_csv
 from hase.pipeline.forecast import PipelinePrediction, compare, predict_pipeline
 from hase.pipeline.runner import PipelineFailed, PipelineRun, StageFailure, run_pipeline, stream
-from hase.pipeline.spec import (DummyModel, ExecutorSpec, Partition, PipelineSpec, StageSpec, data_parallel_stage,
-                                single_stage)
+from hase.pipeline.spec import (
+                                    DummyModel,
+                                    ExecutorSpec,
+                                    Partition,
+                                    PipelineSpec,
+                                    StageSpec,
+                                    data_parallel_stage,
+                                    single_stage,
+)
 from hase.pipeline.summary import PipelineSummary, summarize, summary_dict, summary_text
 
 __all__ = [
-    "DummyModel", "ExecutorSpec", "Partition", "PipelineSpec", "StageSpec", "single_stage", "data_parallel_stage",
-    "PipelineConfig", "load_pipeline_config", "pipeline_from_dict", "simulation_spec",
-    "matmul_chain", "write_matmul_chain", "PreparedPipeline", "prepare",
-    "PipelineRun", "PipelineFailed", "StageFailure", "run_pipeline", "stream",
-    "union_ns", "track_table", "device_table", "stage_times", "cycle_table", "data_parallel_batches",
-    "data_parallel_table", "PipelineSummary", "summarize", "summary_dict", "summary_text",
-    "write_chrome_trace", "write_events_csv", "read_events_csv",
-    "PipelinePrediction", "predict_pipeline", "compare",
+                                    "DummyModel",
+                                    "ExecutorSpec",
+                                    "Partition",
+                                    "PipelineConfig",
+                                    "PipelineFailed",
+                                    "PipelinePrediction",
+                                    "PipelineRun",
+                                    "PipelineSpec",
+                                    "PipelineSummary",
+                                    "PreparedPipeline",
+                                    "StageFailure",
+                                    "StageSpec",
+                                    "compare",
+                                    "cycle_table",
+                                    "data_parallel_batches",
+                                    "data_parallel_stage",
+                                    "data_parallel_table",
+                                    "device_table",
+                                    "load_pipeline_config",
+                                    "matmul_chain",
+                                    "pipeline_from_dict",
+                                    "predict_pipeline",
+                                    "prepare",
+                                    "read_events_csv",
+                                    "run_pipeline",
+                                    "simulation_spec",
+                                    "single_stage",
+                                    "stage_times",
+                                    "stream",
+                                    "summarize",
+                                    "summary_dict",
+                                    "summary_text",
+                                    "track_table",
+                                    "union_ns",
+                                    "write_chrome_trace",
+                                    "write_events_csv",
+                                    "write_matmul_chain",
 ]

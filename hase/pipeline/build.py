@@ -70,7 +70,7 @@ class PreparedPipeline:
                 for ex in stream:
                     ex.close()
 
-    def __enter__(self) -> "PreparedPipeline":
+    def __enter__(self) -> PreparedPipeline:
         return self
 
     def __exit__(self, *exc: object) -> None:

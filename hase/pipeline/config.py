@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib

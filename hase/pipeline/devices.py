@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
-from hase.measure import runtime
 from hase.errors import HaseError
+from hase.measure import runtime
 
 log = logging.getLogger(__name__)
 

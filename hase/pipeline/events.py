@@ -7,8 +7,8 @@ So 10,000 events take about 0.7 MB plus one chunk per log, and the default cap o
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd

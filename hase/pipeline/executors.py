@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 import numpy as np
 

@@ -7,9 +7,10 @@ merge are CPU work no model predicts, so they are measured only (and the predict
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Union
+from typing import Union
 
 import pandas as pd
 

@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from hase.measure import runtime
 from hase.errors import HaseError
+from hase.measure import runtime
 from hase.pipeline.devices import Device
 from hase.pipeline.executors import BlockingAsync, ExecutorOptions, InferResult, SampleWarmup
 

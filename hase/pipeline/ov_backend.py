@@ -94,7 +94,7 @@ class OvExecutor:
         if self._active is not None:
             try:
                 self._active[0].wait()
-            except Exception:  # noqa: BLE001 - its error is not the one being reported; closing must finish
+            except Exception:
                 log.debug("in-flight OpenVINO request failed while closing", exc_info=True)
             self._active = None
         self._requests = {}

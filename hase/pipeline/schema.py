@@ -5,7 +5,7 @@ NaN where the backend did not report them. Summary tables use `*_ms` and `*_util
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import pandas as pd
 

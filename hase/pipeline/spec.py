@@ -5,9 +5,9 @@ API builds them directly (`single_stage`, `data_parallel_stage`); `hase.pipeline
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 

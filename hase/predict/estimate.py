@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from hase.errors import HaseError
-from hase.predict.predictor import KEY, PRED_MS, SOURCE, SOURCE_OP, KernelPredictor, PredictorBundle
 from hase.kernels.split import KernelSpec
+from hase.predict.predictor import KEY, PRED_MS, SOURCE, SOURCE_OP, KernelPredictor, PredictorBundle
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class Calibration:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Calibration":
+    def from_dict(cls, d: Mapping[str, Any]) -> Calibration:
         """A calibration from its manifest entry."""
         return cls(**{k: d[k] for k in ("form", "fitter", "alpha", "beta", "gamma")})
 
@@ -141,7 +142,7 @@ class ModelEstimate:
             "interval_ms": [self.low_ms, self.high_ms], "interval": f"p{INTERVAL[0]:g}-p{INTERVAL[1]:g} of the trees",
             "sum_kernel_ms": self.sum_ms, "n_kernels": self.n_kernels, "calibration": self.calibration.to_dict(),
             "by_op": self.by_op().to_dict("records"), "top_kernels": self.top(top).to_dict("records"),
-            "fallback": fb[[NODE_NAME, OP_TYPE, KEY, SOURCE]].to_dict("records"), "n_fallback": int(len(fb)),
+            "fallback": fb[[NODE_NAME, OP_TYPE, KEY, SOURCE]].to_dict("records"), "n_fallback": len(fb),
             "timings_s": self.timings_s,
         }
 
@@ -175,8 +176,7 @@ def compose(specs: Sequence[KernelSpec], predictor: KernelPredictor, calibration
 def estimate_model(path: str | Path, bundle: PredictorBundle, target: str | None = None,
                    input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> ModelEstimate:
     """Predict a model file's latency on the bundle's device: ORT kernel graph -> kernels -> forests -> alpha*sum+beta."""
-    from hase.kernels import graph
-    from hase.kernels import split
+    from hase.kernels import graph, split
 
     t0 = time.perf_counter()
     target = bundle.target(target)

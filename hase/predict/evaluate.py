@@ -8,16 +8,17 @@ predictor that saw it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from hase.errors import HaseError
 from hase.predict import dataset as D
 from hase.predict import features as F
-from hase.errors import HaseError
 from hase.predict.estimate import CANDIDATES, Calibration, fit_calibration
 from hase.predict.predictor import KEY, PRED_MS, SOURCE, KernelPredictor
 
@@ -55,7 +56,7 @@ def metrics(y: Sequence[float], yhat: Sequence[float]) -> dict[str, float]:
     ok = np.isfinite(y) & np.isfinite(yhat) & (y > 0)
     y, yhat = y[ok], yhat[ok]
     ratio = yhat / y if len(y) else np.array([np.nan])
-    return {"n": int(len(y)), "rmse_ms": float(np.sqrt(np.mean((y - yhat) ** 2))) if len(y) else float("nan"),
+    return {"n": len(y), "rmse_ms": float(np.sqrt(np.mean((y - yhat) ** 2))) if len(y) else float("nan"),
             "rmspe": rmspe(y, yhat), "acc5": within(y, yhat, 0.05), "acc10": within(y, yhat, 0.10),
             "mean_ratio": float(np.mean(ratio)), "median_ratio": float(np.median(ratio))}
 
@@ -294,7 +295,7 @@ def evaluate_predictor(store_path: str | Path, predictor_path: str | Path, targe
     fams = grouped_metrics(held, D.FAMILY, D.MEASURED_MS, "calibrated_held_out_ms")
     bscores = baseline_scores(baselines)
     hm = metrics(held[D.MEASURED_MS], held["calibrated_held_out_ms"])
-    headline = {"device": data.device, "target": target, "calibration": cal, "n_models": int(len(table)),
+    headline = {"device": data.device, "target": target, "calibration": cal, "n_models": len(table),
                 "n_families": len(data.families), "held_out": hm,
                 "held_out_exported": metrics(*_exported(held)),
                 "train": metrics(table[D.MEASURED_MS], table["calibrated_train_ms"]),

@@ -21,17 +21,18 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from hase.predict import features as F
 from hase.errors import HaseError
-from hase.predict.forest import Member, fit_base, pack_forest
 from hase.kernels.split import KernelSpec
+from hase.predict import features as F
+from hase.predict.forest import Member, fit_base, pack_forest
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ class ForestParams:
     min_samples_leaf: int = 1
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any], where: str = "forest") -> "ForestParams":
+    def from_dict(cls, d: Mapping[str, Any], where: str = "forest") -> ForestParams:
         """Parameters from a config table; unknown keys are a HaseError naming the table."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - known
@@ -68,7 +69,7 @@ def params_for(params: Mapping[str, Mapping[str, Any]] | None, key: str, family:
     Fallback forests (key `family:<name>` or `generic`) read `[forest.fallback]`, else `default`.
     """
     params = params or {}
-    names = ("fallback",) if key.startswith("family:") or key == F.GENERIC else (key, key.split("/")[0], family)
+    names = ("fallback",) if key.startswith("family:") or key == F.GENERIC else (key, key.split("/", maxsplit=1)[0], family)
     for name in (*names, "default"):
         if name in params:
             return ForestParams.from_dict(params[name], f"[forest.{name}]")
@@ -112,7 +113,7 @@ class KernelPredictor:
         return (self.aliases or {}).get(op, op) + sep + variant
 
     # ------------------------------------------------------------------ fit
-    def fit(self, specs: Sequence[KernelSpec], y: Sequence[float] | np.ndarray) -> "KernelPredictor":
+    def fit(self, specs: Sequence[KernelSpec], y: Sequence[float] | np.ndarray) -> KernelPredictor:
         """Fit one forest per key with enough kernels, one per family, and the generic fallback."""
         y = np.asarray(y, dtype=float)
         if len(specs) != len(y) or not len(y):

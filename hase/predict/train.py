@@ -10,19 +10,26 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import pandas as pd
 
+from hase.errors import HaseError
+from hase.measure.collect import load_toml
 from hase.predict import dataset as D
 from hase.predict import evaluate as E
-from hase.measure.collect import load_toml
-from hase.errors import HaseError
 from hase.predict.estimate import Calibration, fit_calibration
-from hase.predict.predictor import (KernelPredictor, feature_schema, library_versions, read_manifest, save_bundle,
-                            schema_sha)
+from hase.predict.predictor import (
+    KernelPredictor,
+    feature_schema,
+    library_versions,
+    read_manifest,
+    save_bundle,
+    schema_sha,
+)
 
 log = logging.getLogger(__name__)
 
@@ -170,8 +177,8 @@ def _manifest(data: D.DeviceData, store_path: str | Path, cfg: TrainConfig, defa
         "device": data.device, "device_meta": data.meta, "fixed_cost_ms": data.fixed_cost_ms,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "library_versions": library_versions(),
         "feature_schema": schema, "feature_schema_sha": schema_sha(schema), "default_target": default_target,
-        "training_data": {"store": str(store_path), "n_models": int(len(data.models)), "families": data.families,
-                          "n_kernels": int(len(data.kernels)), "n_nodes": int(len(data.nodes))},
+        "training_data": {"store": str(store_path), "n_models": len(data.models), "families": data.families,
+                          "n_kernels": len(data.kernels), "n_nodes": len(data.nodes)},
         "config": {k: v for k, v in dataclasses.asdict(cfg).items()},
         "evaluation": "leave-family-out: each family held out in turn (kernels and models), then scored",
         "targets": entries,

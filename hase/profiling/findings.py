@@ -2,15 +2,30 @@
 fallbacks and Memcpy nodes, executor overhead, slow first runs. Pure functions, no printing."""
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
-from hase.profiling.decompose import (AFTER_EXECUTE_US, BEFORE_EXECUTE_US, CPU_PROVIDER, EXECUTE_OUTSIDE_NODES_US, EXECUTE_US,
-                          KERNEL_TIME_SUM_US, METRICS, MODEL_RUN_US, N_FENCED_NODES, N_MEMCPY_NODES, N_NESTED_NODES,
-                          N_NODES, NODE_GAP_US, NODE_NON_KERNEL_US, NODE_OVERLAP_US, PROVIDER,
-                          require_columns)
+from hase.profiling.decompose import (
+    AFTER_EXECUTE_US,
+    BEFORE_EXECUTE_US,
+    CPU_PROVIDER,
+    EXECUTE_OUTSIDE_NODES_US,
+    EXECUTE_US,
+    KERNEL_TIME_SUM_US,
+    METRICS,
+    MODEL_RUN_US,
+    N_FENCED_NODES,
+    N_MEMCPY_NODES,
+    N_NESTED_NODES,
+    N_NODES,
+    NODE_GAP_US,
+    NODE_NON_KERNEL_US,
+    NODE_OVERLAP_US,
+    PROVIDER,
+    require_columns,
+)
 
 GPU_WAIT_SHARE = 0.3  # after-Execute share of model_run above which a GPU run is "waiting for the GPU"
 OVERHEAD_SHARE = 0.25  # non-kernel share of model_run above which a CPU run is overhead-heavy

@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from hase.profiling import decompose as P
 from hase.errors import HaseError
+from hase.profiling import decompose as P
 
 log = logging.getLogger(__name__)
 

@@ -9,17 +9,18 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 
+from hase.errors import HaseError
+from hase.measure import runtime
+from hase.measure.runtime import EPConfig, Timing
 from hase.profiling import decompose as P
 from hase.profiling.findings import diagnose, warmup_finding
-from hase.measure import runtime
-from hase.errors import HaseError
-from hase.measure.runtime import EPConfig, Timing
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,10 @@ import logging
 import os
 import secrets
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import onnx

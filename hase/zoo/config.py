@@ -21,9 +21,10 @@ from __future__ import annotations
 import itertools
 import logging
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from hase.errors import HaseError
 from hase.zoo.layers import IR_VERSIONS

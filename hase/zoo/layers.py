@@ -7,9 +7,10 @@ channel counts and an input resolution that is too small fails with a clear mess
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import onnx

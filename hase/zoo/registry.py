@@ -7,8 +7,9 @@ tags, e.g. ``resnet_d18_w0.5_r64_b1``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from hase.errors import HaseError
 
@@ -19,7 +20,7 @@ BuildFn = Callable[["GraphBuilder", dict[str, Any]], None]
 CheckFn = Callable[[dict[str, Any]], None]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
-_FAMILIES: dict[str, "Family"] = {}
+_FAMILIES: dict[str, Family] = {}
 
 
 @dataclass(frozen=True)

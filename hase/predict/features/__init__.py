@@ -10,17 +10,37 @@ variant where one op type holds kernels that behave differently (``FusedConv/dw`
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 
-from hase.predict.features import conv, elementwise, generic, matmul, movement, reduce  # noqa: F401 - fill the registry
-from hase.predict.features.registry import (GENERIC, FeatureFamily, families, family_of, feature_family, get_family,
-                                    has_family)
 from hase.kernels.split import KernelSpec
+from hase.predict.features import conv, elementwise, generic, matmul, movement, reduce  # noqa: F401 - fill the registry
+from hase.predict.features.registry import (
+    GENERIC,
+    FeatureFamily,
+    families,
+    family_of,
+    feature_family,
+    get_family,
+    has_family,
+)
 
-__all__ = ["GENERIC", "FeatureFamily", "families", "family_of", "feature_family", "get_family", "has_family",
-           "kernel_key", "extract", "generic_extract", "feature_frame", "cost_frame", "describe"]
+__all__ = [
+    "GENERIC",
+    "FeatureFamily",
+    "cost_frame",
+    "describe",
+    "extract",
+    "families",
+    "family_of",
+    "feature_family",
+    "feature_frame",
+    "generic_extract",
+    "get_family",
+    "has_family",
+    "kernel_key",
+]
 
 KEY, FAMILY, FLOPS, BYTES = "key", "family", "flops", "bytes"
 

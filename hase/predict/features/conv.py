@@ -6,9 +6,9 @@ Depthwise convolutions (one input channel per group) get their own predictor thr
 """
 from __future__ import annotations
 
+from hase.kernels.split import KernelSpec
 from hase.predict.features.common import activation_code, attr, inp, numel, out0, safe_ratio, tensor_bytes
 from hase.predict.features.registry import feature_family
-from hase.kernels.split import KernelSpec
 
 CONV_OPS = ("Conv", "FusedConv", "ConvTranspose", "NhwcFusedConv")
 CONV_COLUMNS = (

@@ -1,10 +1,18 @@
 """Features of element-wise ops, unary and broadcasting n-ary: element counts, bytes, broadcast pattern."""
 from __future__ import annotations
 
-from hase.predict.features.common import (broadcast_pattern, data_inputs, itemsize, moved_bytes, numel, out0, safe_ratio,
-                                  trailing_block)
-from hase.predict.features.registry import feature_family
 from hase.kernels.split import KernelSpec
+from hase.predict.features.common import (
+    broadcast_pattern,
+    data_inputs,
+    itemsize,
+    moved_bytes,
+    numel,
+    out0,
+    safe_ratio,
+    trailing_block,
+)
+from hase.predict.features.registry import feature_family
 
 UNARY_OPS = ("Relu", "LeakyRelu", "PRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Exp", "Log", "Sqrt",
              "Reciprocal", "Abs", "Neg", "Floor", "Ceil", "Round", "Sign", "Erf", "Clip", "Cast", "CastLike", "Not",

@@ -5,10 +5,19 @@ predictor could not be trained; `hase predict` lists every kernel that went this
 """
 from __future__ import annotations
 
-from hase.predict.features.common import (data_inputs, dtype_code, in_bytes, numel, out0, out_bytes, out_elems, present,
-                                  tensor_bytes)
-from hase.predict.features.registry import GENERIC, feature_family
 from hase.kernels.split import KernelSpec
+from hase.predict.features.common import (
+    data_inputs,
+    dtype_code,
+    in_bytes,
+    numel,
+    out0,
+    out_bytes,
+    out_elems,
+    present,
+    tensor_bytes,
+)
+from hase.predict.features.registry import GENERIC, feature_family
 
 GENERIC_COLUMNS = (
     ("in_elems", "elements of all inputs"),

@@ -5,9 +5,9 @@ product and an activation-by-activation product (attention scores) of the same s
 """
 from __future__ import annotations
 
+from hase.kernels.split import KernelSpec
 from hase.predict.features.common import activation_code, attr, inp, numel, out0, safe_ratio, tensor_bytes
 from hase.predict.features.registry import feature_family
-from hase.kernels.split import KernelSpec
 
 MATMUL_OPS = ("MatMul", "Gemm", "FusedGemm", "FusedMatMul", "MatMulInteger", "QLinearMatMul")
 MATMUL_COLUMNS = (

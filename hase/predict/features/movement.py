@@ -1,10 +1,19 @@
 """Features of data-movement ops (Reshape, Transpose, Concat, Split, Slice, Gather, Pad, Resize, ...)."""
 from __future__ import annotations
 
-from hase.predict.features.common import (attr, data_inputs, inp, itemsize, moved_bytes, norm_axis, numel, out_elems,
-                                  safe_ratio)
-from hase.predict.features.registry import feature_family
 from hase.kernels.split import KernelSpec
+from hase.predict.features.common import (
+    attr,
+    data_inputs,
+    inp,
+    itemsize,
+    moved_bytes,
+    norm_axis,
+    numel,
+    out_elems,
+    safe_ratio,
+)
+from hase.predict.features.registry import feature_family
 
 MOVEMENT_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Transpose", "Concat", "Split",
                 "Slice", "Gather", "GatherElements", "GatherND", "Pad", "Resize", "Upsample", "Expand", "Tile",

@@ -1,11 +1,20 @@
 """Features of ops that reduce over a window or an axis: pooling, normalization, softmax, reductions."""
 from __future__ import annotations
 
-from hase.predict.features.common import (attr, data_inputs, inp, moved_bytes, norm_axis, numel, out0, out_elems,
-                                  safe_ratio)
+from hase.kernels.split import KernelSpec
+from hase.predict.features.common import (
+    attr,
+    data_inputs,
+    inp,
+    moved_bytes,
+    norm_axis,
+    numel,
+    out0,
+    out_elems,
+    safe_ratio,
+)
 from hase.predict.features.conv import _hw, _pads, _pair
 from hase.predict.features.registry import feature_family
-from hase.kernels.split import KernelSpec
 
 POOL_OPS = ("MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
 POOL_COLUMNS = (

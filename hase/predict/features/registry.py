@@ -5,8 +5,8 @@ belong to one family only (a second registration is an error). Ops no family cla
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from hase.errors import HaseError
 from hase.kernels.split import KernelSpec
@@ -16,7 +16,7 @@ VariantFn = Callable[[KernelSpec], str]
 REQUIRED_COLUMNS = ("flops", "bytes")  # every family reports these, so model-level baselines can sum them
 GENERIC = "generic"
 
-_FAMILIES: dict[str, "FeatureFamily"] = {}
+_FAMILIES: dict[str, FeatureFamily] = {}
 _BY_OP: dict[str, str] = {}
 
 
