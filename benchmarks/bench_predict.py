@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    from hase.predict.predictor import predictor_dir, read_manifest
+    from hase.predict.bundle import predictor_dir, read_manifest
 
     extra = ["--device", args.device] + (["--predictors", args.predictors] if args.predictors else [])
     manifest = read_manifest(predictor_dir(args.device, args.predictors))
@@ -73,18 +73,18 @@ def main(argv: list[str] | None = None) -> int:
         wall, peak, one = run_predict([model], extra)
         t = one["timings_s"]
         bwall, _, many = run_predict(batch_files(args.batch), extra)
-    target = manifest["default_target"]
-    held = manifest["targets"][target]["held_out"]
+    target = manifest.default_target
+    held = manifest.target(target).held_out
     figures = {
         "model": Path(str(one["model"])).name, "n_kernels": one["n_kernels"], "predicted_ms": round(one["latency_ms"], 3),
         "work_s": round(t["load_predictor_s"] + t["graph_s"] + t["predict_s"], 3),
         "load_predictor_s": round(t["load_predictor_s"], 3), "graph_s": round(t["graph_s"], 3),
         "predict_s": round(t["predict_s"], 3), "command_wall_s": round(wall, 2), "peak_rss_mb": round(peak, 1),
         f"batch_{args.batch}_wall_s": round(bwall, 1), "batch_errors": sum(1 for m in many if "error" in m),
-        "target": target, "calibration": manifest["targets"][target]["calibration"]["name"],
-        "held_out_acc10": round(held["acc10"], 3), "held_out_rmspe": round(held["rmspe"], 2),
-        "baselines_held_out": {b["baseline"]: round(b["rmspe"], 1) for b in manifest["baselines_held_out"]},
-        "device": manifest["device"], "cpu_model": manifest["device_meta"]["cpu_model"],
+        "target": target, "calibration": manifest.target(target).calibration.calibration.name,
+        "held_out_acc10": round(held.acc10, 3), "held_out_rmspe": round(held.rmspe, 2),
+        "baselines_held_out": {b["baseline"]: round(b["rmspe"], 1) for b in manifest.baselines_held_out},
+        "device": manifest.device, "cpu_model": manifest.device_meta.cpu_model,
     }
     if args.json:
         print(json.dumps(figures))

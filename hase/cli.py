@@ -1,7 +1,9 @@
 """The `hase` command: parse arguments, call one library function per subcommand, print, exit code.
 
 Each subcommand lives in `hase/commands/<name>.py` and exposes `register(subparsers)`, which adds its
-parser and sets `func` to a `run(args) -> int`. HaseError becomes one line on stderr and exit code 2.
+parser and sets `func` to a `run(args) -> int`; options several commands share (`--store`, `--device`,
+`--input-shape`, `--ep`, ...) are declared once in `hase/commands/common.py`, default paths in `hase.paths`.
+HaseError becomes one line on stderr and exit code 2.
 """
 from __future__ import annotations
 
@@ -28,13 +30,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS if only is None else (only,):
-        try:
-            module = importlib.import_module(f"hase.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"hase.commands.{name}":
-                raise
-            continue  # subcommand not built yet
-        module.register(sub)
+        importlib.import_module(f"hase.commands.{name}").register(sub)
     return parser
 
 

@@ -1,6 +1,15 @@
-"""Shared fixtures: tiny real ONNX models, each built for the property a test checks."""
+"""Shared fixtures: tiny real ONNX models, each built for the property a test checks.
+
+Real exported models (torch.onnx.export of timm / transformers architectures) are vendored in
+tests/data/models, so a clean clone runs every test; a missing or altered one fails its tests, never skips
+them. Where ../shared/models/exported (or $HASE_SHARED_DIR/models/exported) exists, its other exported models
+are extra cases of the tests that take any exported model; the pytest header says which were used.
+"""
 from __future__ import annotations
 
+import hashlib
+import os
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +18,47 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 REPO = Path(__file__).resolve().parents[1]
-EXPORTED = REPO.parent / "shared" / "models" / "exported"
+VENDORED_DIR = REPO / "tests" / "data" / "models"
+# name -> sha256 of the vendored file (provenance and licence: tests/data/models/README.md)
+VENDORED = {
+    "hf_bert_tiny_s64_b2": "435b90a7ce730ef3aeb159b917c9a490d19e9fa6dc611af426c873665866dd50",
+    "hf_gpt2_tiny_s64_b1": "0d3971bd42d41423621533e61245e0bfe44414235203031475ea5838dfb1b362",
+    "timm_semnasnet_050_cls10_b1": "732a364cea0551d0a0a1615a689801d4ffe411b2ff6e468d7bdfd90eeb3ddd1f",
+}
+SHARED_EXPORTED = Path(os.environ.get("HASE_SHARED_DIR") or REPO.parent / "shared") / "models" / "exported"
+# Optional extras: every other exported model in SHARED_EXPORTED, when that folder exists.
+EXTRA_EXPORTED = {p.stem: p for p in sorted(SHARED_EXPORTED.glob("*.onnx")) if p.stem not in VENDORED}
+EXPORTED_MODELS = [*VENDORED, *EXTRA_EXPORTED]
+
+
+@cache
+def _vendored_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def exported_model(name: str) -> Path:
+    """Path of a real exported model: a vendored one, checked byte for byte, or an extra from shared/."""
+    if name in EXTRA_EXPORTED:
+        return EXTRA_EXPORTED[name]
+    if name not in VENDORED:
+        pytest.fail(f"exported model {name!r} is not vendored in {VENDORED_DIR} (known: {sorted(VENDORED)}) "
+                    f"and not in {SHARED_EXPORTED}")
+    path = VENDORED_DIR / f"{name}.onnx"
+    fix = ("restore it with `git checkout -- tests/data/models`, or re-create it from the exported originals "
+           "with `python tests/data/models/vendor.py SRC_DIR`")
+    if not path.is_file():
+        pytest.fail(f"vendored test model {path} is missing: {fix}")
+    digest = _vendored_digest(path)
+    if digest != VENDORED[name]:
+        pytest.fail(f"vendored test model {path} has sha256 {digest}, expected {VENDORED[name]} "
+                    f"(a Git LFS pointer or a local edit?): {fix}")
+    return path
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    extra = (f"{len(EXTRA_EXPORTED)} extra from {SHARED_EXPORTED}" if EXTRA_EXPORTED
+             else f"no extras ({SHARED_EXPORTED} not found)")
+    return f"exported models: {len(VENDORED)} vendored in {VENDORED_DIR.relative_to(REPO)}, {extra}"
 
 
 def _model(nodes, inputs, outputs, inits=(), opset=17) -> onnx.ModelProto:
@@ -65,6 +114,7 @@ def conv_model_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def exported_dir() -> Path:
-    if not EXPORTED.is_dir():
-        pytest.skip(f"shared exported models not found at {EXPORTED}")
-    return EXPORTED
+    """The vendored exported models' folder, every model in it checked first: a missing one fails the test."""
+    for name in VENDORED:
+        exported_model(name)
+    return VENDORED_DIR

@@ -1,4 +1,4 @@
-"""hase.predict.estimate: calibration fits, composing kernel predictions into a model, `hase predict`."""
+"""hase.predict.estimate: composing kernel predictions into a model, batch estimates, `hase predict`."""
 from __future__ import annotations
 
 import json
@@ -12,16 +12,16 @@ from onnx import TensorProto, helper
 from test_evaluate import build_tiny_store, train_tiny
 
 from hase.cli import main
-from hase.errors import HaseError
+from hase.predict.bundle import load_bundle
+from hase.predict.calibration import Calibration
 from hase.predict.estimate import (
-    CANDIDATES,
-    Calibration,
+    ModelEstimate,
+    PredictFailure,
     compose,
     estimate_model,
-    fit_calibration,
+    estimate_models,
     predict_model_latency,
 )
-from hase.predict.predictor import load_bundle
 
 
 @pytest.fixture(scope="module")
@@ -32,47 +32,12 @@ def predictors(tmp_path_factory) -> Path:
     return train_tiny(root)
 
 
-# ---------------------------------------------------------------------- calibration (hand-built numbers)
-
-
-def test_fits_recover_exact_coefficients():
-    rng = np.random.default_rng(0)
-    s, n = rng.uniform(0.5, 50, 30), rng.integers(10, 300, 30).astype(float)
-    y_scale = 0.8 * s + 0.3
-    y_kernel = 0.8 * s - 0.004 * n + 0.3 + 0.004 * 300
-    for fitter in ("ols", "relative", "huber"):
-        c = fit_calibration(s, n, y_scale, "scale", fitter)
-        assert (c.alpha, c.beta, c.gamma) == pytest.approx((0.8, 0.3, 0.0), abs=1e-6)
-        k = fit_calibration(s, n, y_kernel, "per_kernel", fitter)
-        assert (k.alpha, k.gamma) == pytest.approx((0.8, -0.004), abs=1e-6)
-        assert np.allclose(k.apply(s, n), y_kernel)
-
-
-def test_huber_resists_an_outlier_model():
-    s = np.linspace(1, 20, 20)
-    y = 0.5 * s + 0.1
-    y[3] *= 3  # one model measured under contention
-    huber = fit_calibration(s, np.ones(20), y, "scale", "huber")
-    rel = fit_calibration(s, np.ones(20), y, "scale", "relative")
-    assert abs(huber.alpha - 0.5) < abs(rel.alpha - 0.5) and huber.alpha == pytest.approx(0.5, rel=0.02)
-
-
-def test_raw_and_degenerate_calibrations():
-    assert fit_calibration([1.0, 2.0], [1, 1], [3.0, 4.0], "raw", "none") == Calibration()
-    assert fit_calibration([1.0, 2.0], [1, 1], [3.0, 4.0], "per_kernel", "ols") == Calibration()  # too few models
-    with pytest.raises(HaseError, match="unknown calibration"):
-        fit_calibration([1.0], [1], [1.0], "cubic", "ols")
-    c = Calibration("per_kernel", "huber", 0.9, 0.1, -0.002)
-    assert Calibration.from_dict(c.to_dict()) == c and c.name == "per_kernel/huber"
-    assert len(CANDIDATES) == 7
-
-
 # ---------------------------------------------------------------------- composing and predicting models
 
 
 def test_compose_counts_every_node_and_brackets_the_latency(predictors):
     from hase.kernels import graph, split
-    from hase.measure.runtime import EPConfig
+    from hase.measure.types import EPConfig
 
     bundle = load_bundle(predictors / "cpu-1t", ["span"])
     specs = [n.spec for n in split.split(graph.kernel_graph(conv_bn_relu_model(c=8, hw=16), EPConfig()))]
@@ -126,3 +91,23 @@ def test_predict_bad_input_is_one_line(predictors, tmp_path, capsys):
     (tmp_path / "junk.onnx").write_bytes(b"junk")
     assert main(["predict", str(tmp_path / "junk.onnx"), str(p), "--predictors", str(predictors)]) == 2
     assert "error" in capsys.readouterr().out  # batch mode: the bad file is reported, the rest predicted
+
+
+def test_estimate_models_reports_a_failure_and_goes_on(predictors, tmp_path):
+    good = tmp_path / "m.onnx"
+    onnx.save(conv_bn_relu_model(), good)
+    (tmp_path / "junk.onnx").write_bytes(b"junk")
+    results = estimate_models([tmp_path / "junk.onnx", good], load_bundle(predictors / "cpu-1t"))
+    bad, ok = results
+    assert isinstance(bad, PredictFailure) and bad.model == str(tmp_path / "junk.onnx") and bad.error
+    assert bad.to_dict() == {"model": bad.model, "error": bad.error}
+    assert isinstance(ok, ModelEstimate) and ok.latency_ms > 0
+
+
+def test_predict_json_batch_lists_failures(predictors, tmp_path, capsys):
+    onnx.save(conv_bn_relu_model(), tmp_path / "m.onnx")
+    (tmp_path / "junk.onnx").write_bytes(b"junk")
+    assert main(["predict", str(tmp_path), "--predictors", str(predictors), "--json"]) == 2
+    out = json.loads(capsys.readouterr().out)
+    assert [("error" in o) for o in out] == [True, False]  # sorted: junk.onnx, m.onnx
+    assert all("load_predictor_s" in o["timings_s"] for o in out)

@@ -1,4 +1,4 @@
-"""hase.predict.evaluate, hase.predict.train, hase.predict.report: metrics, leave-family-out evaluation, baselines, the report.
+"""hase.predict.crossval, baselines, train, evaluate and report on a real store: folds, baselines, the report.
 
 The store these tests train on is real: a small collect of tiny models of three families measured on
 ONNX Runtime with a fast timing policy (built once per session, reused by test_estimate).
@@ -17,8 +17,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 from hase.cli import main
 from hase.errors import HaseError
+from hase.predict import baselines as B
+from hase.predict import crossval as CV
 from hase.predict import dataset as D
-from hase.predict import evaluate as E
+from hase.predict.calibration import CANDIDATES
+from hase.predict.evaluate import evaluate_predictor
+from hase.predict.manifest import Manifest
 
 TINY_CONFIG = """
 [training]
@@ -65,9 +69,8 @@ TINY_MODELS = {
 def build_tiny_store(root: Path) -> Path:
     """Collect the tiny models into root/tiny.sqlite with a fast timing policy (reused when already there)."""
     from hase.measure.collect import CollectConfig, ModelSource, collect
-    from hase.measure.kernel import MeasureSettings
-    from hase.measure.runtime import EPConfig, TimingPolicy
     from hase.measure.store import Store
+    from hase.measure.types import EPConfig, MeasureSettings, TimingPolicy
 
     store_path = root / "tiny.sqlite"
     if (root / "tiny.done").exists():
@@ -106,24 +109,6 @@ def tiny_root(tmp_path_factory) -> Path:
     return root
 
 
-# ---------------------------------------------------------------------- metrics (hand-built numbers)
-
-
-def test_rmspe_and_within_follow_nn_meter_definitions():
-    y, yhat = np.array([1.0, 2.0, 4.0, 10.0]), np.array([1.05, 1.7, 4.0, 11.5])
-    assert E.rmspe(y, yhat) == pytest.approx(np.sqrt(np.mean([0.05**2, 0.15**2, 0, 0.15**2])) * 100)
-    assert E.within(y, yhat, 0.05) == 0.5 and E.within(y, yhat, 0.10) == 0.5 and E.within(y, yhat, 0.15) == 1.0
-    m = E.metrics(y, yhat)
-    assert m["n"] == 4 and m["median_ratio"] == pytest.approx(np.median(yhat / y))
-    assert np.isnan(E.metrics([], [])["rmspe"])
-
-
-def test_grouped_metrics_one_row_per_group():
-    f = pd.DataFrame({"g": ["a", "a", "b"], "y": [1.0, 2.0, 3.0], "p": [1.0, 2.2, 3.0]})
-    out = E.grouped_metrics(f, "g", "y", "p").set_index("g")
-    assert out.loc["b", "rmspe"] == 0 and out.loc["a", "n"] == 2
-
-
 # ---------------------------------------------------------------------- on a real tiny store
 
 
@@ -149,9 +134,25 @@ def test_train_writes_an_evaluated_predictor(tiny_root):
     assert {"alpha", "beta", "gamma", "fit_data"} <= set(entry["calibration"])
     assert len(entry["calibration"]["fit_data"]) == 9 and entry["held_out"]["n"] == 9
     cv = pd.read_csv(d / "cv_models.csv")
-    held = cv[cv[E.SPLIT] == E.HELD_OUT]
-    assert set(held[E.FOLD]) == {"convnet", "embed", "mlp"}
-    assert (held[E.FOLD] == held[D.FAMILY]).all()  # every held-out row was predicted without its family
+    held = cv[cv[CV.SPLIT] == CV.HELD_OUT]
+    assert set(held[CV.FOLD]) == {"convnet", "embed", "mlp"}
+    assert (held[CV.FOLD] == held[D.FAMILY]).all()  # every held-out row was predicted without its family
+
+
+def test_the_typed_manifest_agrees_with_the_cross_validation_rows(tiny_root):
+    from hase.predict.bundle import read_manifest
+    from hase.predict.metrics import score
+
+    d = tiny_root / "predictors" / "cpu-1t"
+    manifest = read_manifest(d)
+    assert Manifest.from_dict(manifest.to_dict()) == manifest
+    assert manifest.to_dict() == json.loads((d / "manifest.json").read_text())  # the typed view loses nothing
+    cv = pd.read_csv(d / "cv_models.csv")
+    for name, entry in manifest.targets.items():
+        rows = cv[(cv[CV.TARGET] == name) & (cv[CV.SPLIT] == CV.HELD_OUT)
+                  & (cv[CV.CALIBRATION] == entry.calibration.calibration.name)]
+        assert entry.held_out == score(rows[D.MEASURED_MS], rows["pred_ms"])
+        assert entry.predictor.n_kernels > 0 and entry.held_out.n == 9
 
 
 def test_leave_family_out_never_trains_on_the_held_out_family(tiny_root):
@@ -168,34 +169,40 @@ def test_leave_family_out_never_trains_on_the_held_out_family(tiny_root):
             self.inner.fit(specs, y)
             return self.inner
 
-    models, kernels = E.fold_frames(data, "span", "mlp", Spy)
+    models, kernels = CV.fold_frames(data, "span", "mlp", Spy)
     only_mlp = set(data.nodes[data.nodes[D.FAMILY] == "mlp"][D.KERNEL_ID]) - set(
         data.nodes[data.nodes[D.FAMILY] != "mlp"][D.KERNEL_ID])
     assert seen and not (seen[0] & only_mlp)
-    assert set(kernels[D.KERNEL_ID]) <= only_mlp and len(models) == 3 * len(E.CANDIDATES)
+    assert set(kernels[D.KERNEL_ID]) <= only_mlp and len(models) == 3 * len(CANDIDATES)
 
 
 def test_baselines_are_held_out_linear_fits(tiny_root):
     data = D.load_device_data(tiny_root / "tiny.sqlite")
-    b = E.baseline_lofo(data)
-    assert set(E.BASELINES) <= set(b.columns) and b["flops"].notna().all()
-    assert (b[E.MODEL_FLOPS] > 0).all() and list(E.baseline_scores(b)["baseline"]) == list(E.BASELINES)
-    assert (b[E.MODEL_BYTES] > 0).all() and b["flops"].ne(b[E.MODEL_FLOPS]).all()  # predictions, not inputs
+    b = B.baseline_lofo(data)
+    assert set(B.BASELINES) <= set(b.columns) and b["flops"].notna().all()
+    assert (b[B.MODEL_FLOPS] > 0).all() and list(B.baseline_scores(b)["baseline"]) == list(B.BASELINES)
+    assert (b[B.MODEL_BYTES] > 0).all() and b["flops"].ne(b[B.MODEL_FLOPS]).all()  # predictions, not inputs
 
 
 def test_evaluate_report_files_and_ratio_table(tiny_root, tmp_path):
     from hase.predict.report import write_report
 
-    ev = E.evaluate_predictor(tiny_root / "tiny.sqlite", tiny_root / "predictors" / "cpu-1t")
+    ev = evaluate_predictor(tiny_root / "tiny.sqlite", tiny_root / "predictors" / "cpu-1t")
     m = ev.models
     assert np.allclose(m["sum_span_ratio"], m[D.SUM_COLUMNS["span"]] / m[D.MEASURED_MS])
     assert m["calibrated_held_out_ms"].notna().all() and m["calibrated_train_ms"].notna().all()
     assert {"measured", "held_out", "train"} == set(ev.summary["split"])
+    assert ev.headline.n_models == 9 and ev.headline.held_out.n == 9 and ev.headline.train.n == 9
+    assert set(ev.headline.baselines) == set(B.BASELINES)
+    assert ev.headline.to_dict()["calibration"] == ev.calibration
+    with pytest.raises(HaseError, match="has no evaluation of target 'cold'"):
+        evaluate_predictor(tiny_root / "tiny.sqlite", tiny_root / "predictors" / "cpu-1t", "cold")
     paths = write_report(ev, tmp_path / "rep")
     html = paths["report.html"].read_text()
     assert html.count("data:image/png;base64,") == 4 and "Every model" in html
     assert "held-out families" in paths["report.md"].read_text()
     assert pd.read_csv(paths["models.csv"]).shape[0] == 9
+    assert json.loads(paths["headline.json"].read_text()) == json.loads(json.dumps(ev.headline.to_dict()))
 
 
 def test_cli_train_and_evaluate(tiny_root, tmp_path, capsys):
@@ -221,9 +228,8 @@ def test_train_errors_are_one_line(tiny_root, tmp_path, capsys):
 
 def test_one_family_is_not_enough(tiny_root, tmp_path):
     from hase.measure.collect import CollectConfig, ModelSource, collect
-    from hase.measure.kernel import MeasureSettings
-    from hase.measure.runtime import EPConfig, TimingPolicy
     from hase.measure.store import Store
+    from hase.measure.types import EPConfig, MeasureSettings, TimingPolicy
     from hase.predict.train import TrainConfig, train
 
     p = tmp_path / "m.onnx"
@@ -238,16 +244,16 @@ def test_one_family_is_not_enough(tiny_root, tmp_path):
 
 @pytest.mark.parametrize("calibrate_on", ["measured", "predicted"])
 def test_fold_calibration_is_fitted_on_aligned_model_rows(tiny_root, calibrate_on):
-    from hase.predict.estimate import fit_calibration
+    from hase.predict.calibration import fit_calibration
     from hase.predict.predictor import KernelPredictor
 
     data = D.load_device_data(tiny_root / "tiny.sqlite")
     make = lambda: KernelPredictor({"default": {"n_estimators": 4}}, min_samples=3)  # noqa: E731
-    rows, _ = E.fold_frames(data, "warm", "embed", make, calibrate_on)
+    rows, _ = CV.fold_frames(data, "warm", "embed", make, calibrate_on)
     train = data.models[data.models[D.FAMILY] != "embed"].set_index(D.MODEL_ID)
-    pred = E.fit_predictor(data, "warm", train.index, make)
-    sums = (E.measured_sum(data, "warm", train.index) if calibrate_on == "measured"
-            else E.model_predictions(data, pred, train.index)[E.SUM_PRED_MS]).reindex(train.index)
+    pred = CV.fit_predictor(data, "warm", train.index, make)
+    sums = (CV.measured_sum(data, "warm", train.index) if calibrate_on == "measured"
+            else CV.model_predictions(data, pred, train.index)[CV.SUM_PRED_MS]).reindex(train.index)
     expected = fit_calibration(sums, train[D.N_KERNELS], train[D.MEASURED_MS], "scale", "ols")
-    got = rows[rows[E.CALIBRATION] == "scale/ols"].iloc[0]
+    got = rows[rows[CV.CALIBRATION] == "scale/ols"].iloc[0]
     assert got["alpha"] == pytest.approx(expected.alpha) and got["beta"] == pytest.approx(expected.beta)

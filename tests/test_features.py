@@ -9,10 +9,10 @@ from conftest import conv_bn_relu_model
 
 from hase.errors import HaseError
 from hase.kernels import graph, split
-from hase.kernels.inputs import TensorSpec
-from hase.kernels.split import KernelSpec
-from hase.measure.runtime import EPConfig
+from hase.kernels.types import KernelSpec, TensorSpec
+from hase.measure.types import EPConfig
 from hase.predict import features as F
+from hase.predict.features.common import fold_hw, hw_pads, hw_pair
 from hase.predict.features.reduce import reduced_axes
 from hase.predict.features.registry import feature_family
 
@@ -60,7 +60,8 @@ def test_matmul_dims_batch_and_transposes():
     assert mm["flops"] == 2 * 8 * 64 * 16 * 32 and mm["b_batched"] == 1 and mm["b_const"] == 0
     gemm = F.extract(spec("Gemm", [((128, 256), False), ((512, 256), True), ((512,), True)], [(128, 512)],
                           [("transB", 1)]))
-    assert (gemm["m"], gemm["n"], gemm["k"], gemm["trans_b"], gemm["b_const"], gemm["has_bias"]) == (128, 512, 256, 1, 1, 1)
+    got = (gemm["m"], gemm["n"], gemm["k"], gemm["trans_b"], gemm["b_const"], gemm["has_bias"])
+    assert got == (128, 512, 256, 1, 1, 1)
     vec = F.extract(spec("MatMul", [((64,), False), ((64, 10), True)], [(10,)]))
     assert (vec["m"], vec["n"], vec["k"]) == (1, 10, 64)
 
@@ -79,6 +80,19 @@ def test_reductions_infer_axes_from_shapes():
     assert reduced_axes((2, 64, 128), (2, 64)) == [2]
     r = F.extract(spec("ReduceMean", [((1, 48, 20, 20), False)], [(1, 48, 1, 1)]))
     assert (r["reduce_size"], r["n_axes"], r["last_axis_reduced"]) == (400, 2, 1)
+
+
+def test_window_helpers_fold_1d_2d_3d_into_height_and_width():
+    assert fold_hw([7]) == (1, 7) and fold_hw([4, 5]) == (4, 5) and fold_hw([2, 3, 5]) == (6, 5)
+    assert fold_hw([]) == (1, 1) and fold_hw([], fill=0) == (0, 0)
+    assert hw_pair(None, 2, 1) == (1, 1) and hw_pair([2], 1, 1) == (1, 2) and hw_pair([2, 4, 3], 3, 1) == (2, 3)
+    padded = spec("MaxPool", [((1, 1, 8, 8), False)], [(1, 1, 10, 14)], [("pads", [1, 2, 1, 4])])
+    assert hw_pads(padded, 2) == (2, 6)
+    assert hw_pads(spec("MaxPool", [((1, 1, 8), False)], [(1, 1, 10)], [("pads", [1, 1])]), 1) == (0, 2)
+    assert hw_pads(spec("MaxPool", [((1, 1, 8, 8), False)], [(1, 1, 8, 8)], [("pads", [1])]), 2) == (0, 0)
+    pool = F.extract(spec("MaxPool", [((1, 4, 8, 8), False)], [(1, 4, 4, 4)],
+                          [("kernel_shape", [3, 3]), ("strides", [2, 2]), ("pads", [1, 1, 1, 1])]))
+    assert (pool["kh"], pool["stride_w"], pool["pad_h"], pool["out_h"], pool["window"]) == (3, 2, 2, 4, 9)
 
 
 def test_movement_transpose_and_concat():

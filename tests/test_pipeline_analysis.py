@@ -97,7 +97,7 @@ def test_incomplete_data_parallel_pass_is_not_a_stage_time():
 
 
 def test_required_columns_are_checked():
-    with pytest.raises(HaseError, match="missing columns"):
+    with pytest.raises(HaseError, match="lacks columns"):
         track_table(pd.DataFrame({"x": [1]}))
 
 

@@ -17,6 +17,7 @@ from hase.pipeline import (
     PipelineSpec,
     StageSpec,
     data_parallel_stage,
+    pipeline_trace,
     run_pipeline,
     single_stage,
     write_chrome_trace,
@@ -127,7 +128,8 @@ def test_stage_raising_mid_run_stops_cleanly_and_keeps_events(tmp_path):
     spec = _spec(single_stage("a", "cpu", dummy=DummyModel(64, 1)),
                  single_stage("post", "host", fn=_failing_after(2 + 4)),  # 2 warm-up calls, then batches 0..3
                  single_stage("c", "ov:CPU", dummy=DummyModel(8, 1)))
-    with pytest.raises(PipelineFailed, match=r"stage 'post' failed on batch 3 .*ValueError: corrupt graph batch") as info:
+    failed = r"stage 'post' failed on batch 3 .*ValueError: corrupt graph batch"
+    with pytest.raises(PipelineFailed, match=failed) as info:
         run_pipeline(spec, 50, warmup=2)
     run = info.value.run
     assert run.failure.stage == "post" and run.failure.batch_id == 3
@@ -137,7 +139,7 @@ def test_stage_raising_mid_run_stops_cleanly_and_keeps_events(tmp_path):
     assert list(post.loc[post[S.KIND] == S.ERROR, S.BATCH]) == [3]
     assert run.completed < 50
     assert not [t for t in threading.enumerate() if t.name.startswith("hase-") and t.is_alive()]
-    trace = json.loads(write_chrome_trace(run, tmp_path / "t.json").read_text())
+    trace = json.loads(write_chrome_trace(pipeline_trace(run), tmp_path / "t.json").read_text())
     assert {e["cat"] for e in trace["traceEvents"] if e["ph"] == "X"} >= {S.INFER, S.ERROR}
     assert trace["otherData"]["failure"]["stage"] == "post"
 
@@ -189,4 +191,4 @@ def test_failure_on_the_first_batch_still_summarizes(tmp_path):
     assert run.completed == 0 and list(run.events[S.KIND]) == [S.ERROR]
     text = summary_text(summarize(run))
     assert "0/5 batches" in text and "run stopped" in text
-    assert json.loads(write_chrome_trace(run, tmp_path / "t.json").read_text())["traceEvents"]
+    assert json.loads(write_chrome_trace(pipeline_trace(run), tmp_path / "t.json").read_text())["traceEvents"]

@@ -13,6 +13,7 @@ from hase.pipeline import (
     ExecutorSpec,
     PipelineSpec,
     data_parallel_stage,
+    pipeline_trace,
     run_pipeline,
     single_stage,
     summarize,
@@ -130,7 +131,7 @@ def test_summary_throughput_and_latency(run):
 
 
 def test_trace_file_is_valid_json_with_documented_tracks(run, tmp_path):
-    path = write_chrome_trace(run, tmp_path / "trace.json")
+    path = write_chrome_trace(pipeline_trace(run), tmp_path / "trace.json")
     trace = json.loads(path.read_text())
     events = trace["traceEvents"]
     procs = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
@@ -145,7 +146,7 @@ def test_trace_file_is_valid_json_with_documented_tracks(run, tmp_path):
     assert {e["cat"] for e in slices if e["pid"] == host_pid} == {S.PARTITION, S.MERGE}
     flows = [e for e in events if e["ph"] in "stf"]
     assert {e["id"] for e in flows if e["ph"] == "s" and "." not in e["id"]} == {f"b{b}" for b in range(BATCHES)}
-    phases = pd.DataFrame(flows).groupby("id")["ph"].apply(lambda p: "".join(p))
+    phases = pd.DataFrame(flows).groupby("id")["ph"].apply("".join)
     assert phases.str.fullmatch("st*f").all()  # every arrow starts once, ends once
     assert len(phases) == BATCHES * 3  # the batch chain + partition -> each of the 2 executors
     assert trace["otherData"]["completed"] == BATCHES

@@ -1,29 +1,14 @@
-"""hase.predict.predictor: per-op forests, fallbacks, batched prediction, and the verified persistence."""
+"""hase.predict.predictor: per-op forests, fallbacks, batched prediction, the summary the manifest keeps."""
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import pytest
 
 from hase.errors import HaseError
-from hase.kernels.inputs import TensorSpec
-from hase.kernels.split import KernelSpec
+from hase.kernels.types import KernelSpec, TensorSpec
 from hase.predict import features as F
-from hase.predict.predictor import (
-    MANIFEST,
-    SOURCE_FAMILY,
-    SOURCE_GENERIC,
-    SOURCE_OP,
-    KernelPredictor,
-    PredictorBundle,
-    fit_base,
-    load_bundle,
-    params_for,
-    predictor_dir,
-    read_manifest,
-    save_bundle,
-)
+from hase.predict.manifest import PredictorSummary
+from hase.predict.predictor import SOURCE_FAMILY, SOURCE_GENERIC, SOURCE_OP, KernelPredictor, params_for
 
 
 def conv_spec(cin: int, cout: int, hw: int, k: int = 3, group: int = 1) -> KernelSpec:
@@ -35,7 +20,8 @@ def conv_spec(cin: int, cout: int, hw: int, k: int = 3, group: int = 1) -> Kerne
 
 def add_spec(n: int, op: str = "Add") -> KernelSpec:
     t = TensorSpec("a", (1, n), "float32")
-    return KernelSpec(f"{op}{n}", op, "", (), (t, TensorSpec("b", (1, n), "float32")), (TensorSpec("y", (1, n), "float32"),))
+    return KernelSpec(f"{op}{n}", op, "", (), (t, TensorSpec("b", (1, n), "float32")),
+                      (TensorSpec("y", (1, n), "float32"),))
 
 
 def odd_spec(n: int) -> KernelSpec:
@@ -100,15 +86,6 @@ def test_predict_detail_is_batched_with_tree_draws(fitted):
     assert np.all(draws.min(axis=1) <= frame["pred_ms"] * 1.0001)
 
 
-def test_fit_base_is_non_negative_relative_least_squares():
-    specs = [conv_spec(c, c, hw) for c in (4, 8, 16) for hw in (8, 16, 32)]
-    fam = F.get_family("conv")
-    X = np.array([list(fam.extract(s).values()) for s in specs], dtype=np.float32)
-    y = 2e-9 * X[:, fam.column_names.index("flops")] + 0.005
-    a, b, c = fit_base(X, y, fam)
-    assert a == pytest.approx(2e-9, rel=1e-3) and c == pytest.approx(0.005, rel=1e-3) and b >= 0
-
-
 def test_params_lookup_order_and_errors():
     params = {"Conv/dw": {"n_estimators": 1}, "Conv": {"n_estimators": 2}, "conv": {"n_estimators": 3},
               "default": {"n_estimators": 4}, "fallback": {"n_estimators": 5}}
@@ -122,62 +99,11 @@ def test_params_lookup_order_and_errors():
         KernelPredictor(aliases={"Add": "Conv"}).fit([add_spec(4)], [1.0])
 
 
-def test_save_load_roundtrip_and_tamper_checks(fitted, tmp_path):
+def test_summary_lists_forests_fallbacks_and_bases(fitted):
     model, specs = fitted
-    from hase.predict.predictor import feature_schema, schema_sha
-
-    manifest = {"device": "cpu-1t", "default_target": "warm", "device_meta": {"execution_provider": "CPUExecutionProvider"},
-                "feature_schema_sha": schema_sha(feature_schema()), "targets": {"warm": {"calibration": {}}}}
-    d = save_bundle(tmp_path / "p" / "cpu-1t", manifest, {"warm": model})
-    bundle = load_bundle(d)
-    assert isinstance(bundle, PredictorBundle) and bundle.device == "cpu-1t"
-    assert np.allclose(bundle.predictors["warm"].predict(specs), model.predict(specs))
-    assert bundle.ep_config().ep == "cpu" and bundle.target(None) == "warm"
-    assert predictor_dir("cpu-1t", tmp_path / "p") == d
-    with pytest.raises(HaseError, match=r"have: \['cpu-1t'\]"):
-        predictor_dir("gpu", tmp_path / "p")
-    with pytest.raises(HaseError, match="no 'span' target"):
-        bundle.target("span")
-    # a changed joblib file is refused before it is unpickled
-    raw = (d / "warm.joblib").read_bytes()
-    (d / "warm.joblib").write_bytes(raw[:-1] + bytes([raw[-1] ^ 1]))
-    with pytest.raises(HaseError, match="sha256 .* does not match"):
-        load_bundle(d)
-    (d / "warm.joblib").unlink()
-    with pytest.raises(HaseError, match="incomplete"):
-        read_manifest(d)
-    (d / MANIFEST).write_text("{")
-    with pytest.raises(HaseError, match="not valid JSON"):
-        read_manifest(d)
-    (d / MANIFEST).unlink()
-    with pytest.raises(HaseError, match="no manifest.json"):
-        read_manifest(d)
-    with pytest.raises(HaseError, match="not found"):
-        read_manifest(tmp_path / "missing")
-
-
-def test_feature_schema_change_requires_retraining(fitted, tmp_path):
-    model, _ = fitted
-    manifest = {"device": "x", "default_target": "warm", "feature_schema_sha": "0" * 64,
-                "targets": {"warm": {"calibration": {}}}}
-    d = save_bundle(tmp_path / "x", manifest, {"warm": model})
-    assert json.loads((d / MANIFEST).read_text())["files"]
-    with pytest.raises(HaseError, match="another feature schema"):
-        load_bundle(d)
-
-
-def test_packed_forest_matches_scikit_learn_tree_by_tree():
-    from sklearn.ensemble import RandomForestRegressor
-
-    from hase.predict.forest import pack_forest
-
-    rng = np.random.default_rng(0)
-    X = rng.random((300, 6)).astype(np.float32)
-    y = 3 * X[:, 0] + np.sin(5 * X[:, 1]) + rng.normal(0, 0.05, 300)
-    forest = RandomForestRegressor(n_estimators=12, min_samples_leaf=2, random_state=0).fit(X, y)
-    packed = pack_forest(forest)
-    Xt = rng.random((50, 6)).astype(np.float32)
-    expected = np.stack([t.predict(Xt) for t in forest.estimators_])
-    assert np.array_equal(packed.predict_trees(Xt), expected) and packed.n_trees == 12
-    with pytest.raises(ValueError, match="expected 6 features"):
-        packed.predict_trees(Xt[:, :3])
+    summary = model.summary()
+    assert isinstance(summary, PredictorSummary) and summary.n_kernels == len(specs)
+    assert set(summary.forests) == {"Conv"} and summary.forests["Conv"] == sum(s.op_type == "Conv" for s in specs)
+    assert set(summary.skipped) == {"Add", "Mul", "NotARealOp"} and summary.skipped_n["Add"] == 3
+    assert summary.family_forests == ("conv", "elementwise") and len(summary.bases["Conv"]) == 3
+    assert summary.to_dict()["bases"]["Conv"] == list(model.forests_["Conv"].base)

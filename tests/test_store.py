@@ -1,4 +1,4 @@
-"""hase.measure.kernel.store: schema, transactions, exactly-once inserts."""
+"""hase.measure.store: schema, transactions, exactly-once inserts."""
 from __future__ import annotations
 
 import sqlite3
@@ -20,9 +20,8 @@ def test_transaction_is_all_or_nothing(tmp_path):
             s.insert("kernels", [{"kernel_id": "k1", "op_type": "Conv", "domain": "", "signature_json": "{}"}])
             s.mark_done("kernel:k1", "cpu")
         assert s.is_done("kernel:k1", "cpu")
-        with pytest.raises(sqlite3.IntegrityError):  # a second copy is impossible
-            with s.transaction():
-                s.insert("kernels", [{"kernel_id": "k1", "op_type": "Conv", "domain": "", "signature_json": "{}"}])
+        with pytest.raises(sqlite3.IntegrityError), s.transaction():  # a second copy is impossible
+            s.insert("kernels", [{"kernel_id": "k1", "op_type": "Conv", "domain": "", "signature_json": "{}"}])
         assert s.table("kernels").shape == (1, len(SCHEMA["kernels"][0]))
 
 

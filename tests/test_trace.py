@@ -10,6 +10,7 @@ from test_profile import CUDA, REAL, _ev, cuda_launch_wait_trace
 
 from hase.errors import HaseError
 from hase.profiling import decompose as P
+from hase.profiling import events as E
 from hase.profiling.perfetto import (
     GAPS_TID,
     HASE_PID,
@@ -50,7 +51,7 @@ def _assert_loadable(trace: dict) -> None:
 
 @pytest.mark.parametrize("name", sorted(REAL))
 def test_real_profile_trace(name):
-    events = P.load_profile(REAL[name])
+    events = E.load_profile(REAL[name])
     trace = to_chrome_trace(events)
     _assert_loadable(trace)
     tracks = set(_tracks(trace).values())
@@ -61,12 +62,12 @@ def test_real_profile_trace(name):
     spans = [e for e in hase if e["tid"] == SPANS_TID]
     assert len(spans) == len(P.node_spans(events))
     regions = [e for e in hase if e["tid"] == REGIONS_TID]
-    assert len(regions) == 2 * (events[P.EVENT_KIND] == P.MODEL_RUN).sum()
+    assert len(regions) == 2 * (events[E.EVENT_KIND] == E.MODEL_RUN).sum()
     assert len([e for e in hase if e["tid"] == GAPS_TID]) == len(P.node_gaps(events))
 
 
 def test_cuda_trace_has_one_track_per_provider_and_keeps_args():
-    events = P.parse_events(cuda_launch_wait_trace(2))
+    events = E.parse_events(cuda_launch_wait_trace(2))
     trace = to_chrome_trace(events)
     _assert_loadable(trace)
     tracks = set(_tracks(trace).values())
@@ -79,19 +80,19 @@ def test_cuda_trace_has_one_track_per_provider_and_keeps_args():
 
 def test_threads_of_one_provider_get_their_own_tracks():
     ev = [_ev("Session", "model_run", 0.0, 300.0),
-          _ev("Node", "a_kernel_time", 10.0, 100.0, {"op_name": "MatMul", "provider": P.CPU_PROVIDER}, tid=1),
-          _ev("Node", "b_kernel_time", 60.0, 100.0, {"op_name": "MatMul", "provider": P.CPU_PROVIDER}, tid=2)]
-    trace = to_chrome_trace(P.parse_events(ev), derived=False)
+          _ev("Node", "a_kernel_time", 10.0, 100.0, {"op_name": "MatMul", "provider": E.CPU_PROVIDER}, tid=1),
+          _ev("Node", "b_kernel_time", 60.0, 100.0, {"op_name": "MatMul", "provider": E.CPU_PROVIDER}, tid=2)]
+    trace = to_chrome_trace(E.parse_events(ev), derived=False)
     assert {"Nodes: CPUExecutionProvider (thread 1)", "Nodes: CPUExecutionProvider (thread 2)"} <= set(
         _tracks(trace).values())
-    assert all(e.get("cat") != P.HASE_CAT for e in trace["traceEvents"])
+    assert all(e.get("cat") != E.HASE_CAT for e in trace["traceEvents"])
 
 
 def test_write_is_atomic_and_reloads(tmp_path):
-    events = P.load_profile(REAL["tiny_cnn"])
+    events = E.load_profile(REAL["tiny_cnn"])
     path = write_chrome_trace(to_chrome_trace(events), tmp_path / "sub" / "t.json")
     assert sorted(p.name for p in path.parent.iterdir()) == ["t.json"]  # no temp file left behind
-    reloaded = P.load_profile(path)
+    reloaded = E.load_profile(path)
     assert P.decompose(reloaded).equals(P.decompose(events))
 
 

@@ -69,7 +69,7 @@ def _run(model: onnx.ModelProto, level=ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.graph_optimization_level = level
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
-    return dict(zip(names, sess.run(None, _feeds(model))))
+    return dict(zip(names, sess.run(None, _feeds(model)), strict=True))
 
 
 def _optimized_ops(model: onnx.ModelProto, tmp_path: Path) -> Counter:
@@ -328,7 +328,7 @@ def test_interrupted_build_leaves_no_partial_file(tmp_path, monkeypatch):
     def fail(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("hase.zoo.build.os.replace", fail)
+    monkeypatch.setattr("hase.files.os.replace", fail)  # the atomic write every stage uses
     with pytest.raises(KeyboardInterrupt):
         list(zoo.ensure_zoo(config, tmp_path / "zoo"))
     assert [p.name for p in folder.iterdir()] == ["resnet_d10_w0.125_r32_b1.onnx"]  # no temp, no partial

@@ -3,45 +3,47 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import logging
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from hase import paths
+from hase.commands.common import add_device_arg, add_ep_arg, add_store_arg, add_threads_arg
 from hase.measure import collect as coll
 from hase.measure import runtime
-from hase.measure.runtime import EPConfig
 from hase.measure.store import Store
+from hase.measure.types import EPConfig
 
-log = logging.getLogger(__name__)
 
-
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `collect` subcommand."""
     p = sub.add_parser("collect", help="measure zoo models and their kernels into the store (resumable)",
                        description="Build the model zoo, split each model into ORT kernels, measure every unique "
                                    "kernel standalone (warm and cold-weights), profile every full model, and store "
                                    "it all. Interrupt at any time; rerun to resume.")
-    p.add_argument("--zoo", default="configs/zoo_small.toml", help="zoo config (TOML); 'none' to skip the zoo")
-    p.add_argument("--zoo-dir", default="model_zoo", help="where generated zoo models are written")
+    p.add_argument("--zoo", default=paths.ZOO_CONFIG, help="zoo config (TOML); 'none' to skip the zoo")
+    p.add_argument("--zoo-dir", default=paths.ZOO_DIR, help="where generated zoo models are written")
     p.add_argument("--models-dir", action="append", default=[], metavar="DIR",
                    help="also collect every .onnx in DIR (family 'exported'); repeatable")
     p.add_argument("--model", action="append", default=[], metavar="PATH", help="also collect this model; repeatable")
-    p.add_argument("--devices", default="configs/devices.toml", help="device configurations and timing settings")
-    p.add_argument("--device", action="append", metavar="NAME", help="only this device config (repeatable)")
-    p.add_argument("--ep", choices=["cpu", "cuda"],
-                   help="measure on this execution provider only (device name '<ep>-<threads>t'), "
-                        "with the timing settings of --devices; CUDA where unavailable is an error")
-    p.add_argument("--threads", type=int, default=1, help="intra-op threads with --ep (default 1)")
-    p.add_argument("--store", default="data/hase.sqlite", help="the measurement store (SQLite)")
+    p.add_argument("--devices", default=paths.DEVICES_CONFIG, help="device configurations and timing settings")
+    add_device_arg(p, "only this device config (repeatable)", repeatable=True)
+    add_ep_arg(p, default=None, help="measure on this execution provider only (device name '<ep>-<threads>t'), "
+                                     "with the timing settings of --devices; CUDA where unavailable is an error")
+    add_threads_arg(p, help="intra-op threads with --ep (default 1)")
+    add_store_arg(p)
     p.add_argument("--limit", type=int, default=None, help="collect at most N models (for a quick look)")
     p.set_defaults(func=run)
 
 
-def gather_sources(args: argparse.Namespace) -> tuple[list, int | None]:
+def gather_sources(args: argparse.Namespace) -> tuple[Iterator[coll.ModelSource], int]:
     """The models to collect, lazily for the zoo, and how many there are (for the ETA)."""
-    chains, total = [], 0
+    chains: list[Iterable[coll.ModelSource]] = []
+    total = 0
     if args.zoo and args.zoo != "none":
         from hase.zoo import load_zoo_config
 
@@ -55,7 +57,7 @@ def gather_sources(args: argparse.Namespace) -> tuple[list, int | None]:
         path = Path(m)
         chains.append([coll.ModelSource(path.stem, "user", path)])
         total += 1
-    sources = itertools.chain.from_iterable(chains)
+    sources: Iterator[coll.ModelSource] = itertools.chain.from_iterable(chains)
     if args.limit is not None:
         sources = itertools.islice(sources, args.limit)
         total = min(total, args.limit)
@@ -63,6 +65,7 @@ def gather_sources(args: argparse.Namespace) -> tuple[list, int | None]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Measure every source on every device configuration into the store, with progress bars and a summary."""
     cfg = coll.load_collect_config(args.devices, args.device)
     if args.ep:
         ep = EPConfig(name=f"{args.ep}-{args.threads}t", ep=args.ep, intra_op_threads=args.threads)
@@ -74,11 +77,11 @@ def run(args: argparse.Namespace) -> int:
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("eta"), TimeRemainingColumn()]
     with Store(args.store) as store, Progress(*columns, console=console, transient=False) as bar:
-        task = bar.add_task("models", total=(total or 0) * len(cfg.devices))
+        task = bar.add_task("models", total=total * len(cfg.devices))
         ktask = bar.add_task("kernels", total=None)
         state = {"started": False}
 
-        def on_event(event: str, info: dict) -> None:
+        def on_event(event: str, info: dict[str, Any]) -> None:
             if event == "model":
                 if state["started"]:
                     bar.advance(task)
@@ -89,13 +92,14 @@ def run(args: argparse.Namespace) -> int:
                            description=f"kernels {info['op_type']}")
 
         report = coll.collect(sources, cfg, store, on_event)
-        bar.update(task, completed=(total or 0) * len(cfg.devices))
+        bar.update(task, completed=total * len(cfg.devices))
         counts = store.counts()
     print_summary(report, counts, args.store)
     return 0
 
 
 def print_summary(report: coll.CollectReport, counts: dict[str, int], store_path: str) -> None:
+    """The run's figures and the store's totals as a table, then the first skipped targets."""
     table = Table(title=f"collect finished -> {store_path}")
     table.add_column("figure")
     table.add_column("value", justify="right")
@@ -108,7 +112,7 @@ def print_summary(report: coll.CollectReport, counts: dict[str, int], store_path
         ("wall time (s)", f"{report.wall_s:.1f}"),
         ("share of wall time in timed runs", f"{share:.0%}"),
         ("store: models / kernels / kernel rows / model rows",
-         f"{counts['models']} / {counts['kernels']} / {counts['kernel_measurements']} / {counts['model_measurements']}"),
+         " / ".join(str(counts[k]) for k in ("models", "kernels", "kernel_measurements", "model_measurements"))),
         ("store: skips", counts["skips"]),
     ]
     for k, v in rows:

@@ -7,29 +7,32 @@ import json
 from rich.console import Console
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `evaluate` subcommand."""
+    from hase import paths
+    from hase.commands.common import add_device_arg, add_json_arg, add_predictors_arg, add_store_arg, add_target_arg
+
     p = sub.add_parser("evaluate", help="write the evaluation report (CSV, Markdown, HTML with plots)",
                        description="For every measured model: measured latency, sum of ORT kernel_time, of in-model "
                                    "spans, of standalone kernels (warm, cold), the predicted sum and a*sum+b, each as "
                                    "a ratio to the measured latency, on held-out and training families.")
-    p.add_argument("--store", default="data/hase.sqlite", help="the measurement store (SQLite)")
-    p.add_argument("--predictors", default=None, help="predictors root (default: the shipped data/predictors)")
-    p.add_argument("--device", default="cpu-1t", help="device configuration to report on")
-    p.add_argument("--target", default=None, help="target to report (default: the predictor's default)")
-    p.add_argument("--out", default="reports", help="output directory")
-    p.add_argument("--json", action="store_true", help="print the headline figures as JSON")
+    add_store_arg(p)
+    add_predictors_arg(p)
+    add_device_arg(p, "device configuration to report on")
+    add_target_arg(p)
+    p.add_argument("--out", default=paths.REPORTS, help="output directory (default %(default)s)")
+    add_json_arg(p, "print the headline figures as JSON")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from hase.predict.evaluate import evaluate_predictor
-    from hase.predict.predictor import predictor_dir
-    from hase.predict.report import headline_lines, write_report
+    """Evaluate the device's predictor against the store, write the report, print its headline figures."""
+    from hase.predict.bundle import predictor_dir
+    from hase.predict.report import headline_lines, report_predictor
 
-    ev = evaluate_predictor(args.store, predictor_dir(args.device, args.predictors), args.target)
-    paths = write_report(ev, args.out)
+    ev, paths = report_predictor(args.store, predictor_dir(args.device, args.predictors), args.out, args.target)
     if args.json:
-        print(json.dumps(ev.headline, indent=1, default=str))
+        print(json.dumps(ev.headline.to_dict(), indent=1, default=str))
         return 0
     c = Console()
     for line in headline_lines(ev):

@@ -2,47 +2,35 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import functools
 import json
-import logging
 import math
-import tempfile
-from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from hase.errors import HaseError
-from hase.pipeline import (
-    PipelineFailed,
-    PipelineRun,
+from hase import paths
+from hase.commands.common import add_json_arg, add_predictors_arg
+from hase.pipeline.config import load_pipeline_config, simulation_spec
+from hase.pipeline.session import SessionOptions, profile_pipeline
+from hase.pipeline.spec import (
+    DEFAULT_HW_SAMPLE_BLOCK,
+    DEFAULT_HW_SAMPLE_EVERY,
+    DEFAULT_HW_SAMPLE_WARMUP,
     PipelineSpec,
-    load_pipeline_config,
-    simulation_spec,
-    summarize,
-    summary_dict,
-    write_chrome_trace,
-    write_events_csv,
 )
-from hase.pipeline.build import prepare
-from hase.pipeline.forecast import compare, predict_pipeline
-from hase.pipeline.runner import stream
-from hase.pipeline.spec import DEFAULT_HW_SAMPLE_BLOCK, DEFAULT_HW_SAMPLE_EVERY, DEFAULT_HW_SAMPLE_WARMUP
-from hase.pipeline.summary import PipelineSummary, hw_line
-
-log = logging.getLogger(__name__)
+from hase.pipeline.summary import PipelineSummary, headline_lines
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `pipeline run` and `pipeline simulate`."""
     p = sub.add_parser("pipeline", help="profile a multi-stage inference pipeline (streaming, data-parallel stages)",
                        description="Run batches through a pipeline of ONNX Runtime / OpenVINO stages with real "
                                    "overlap, record a trace event per inference, and report utilization, "
                                    "bubbles, concurrency penalty, cycle latency, throughput and the bottleneck.")
     psub = p.add_subparsers(dest="pipeline_command", metavar="SUBCOMMAND", required=True)
     run = psub.add_parser("run", help="run a pipeline defined in a TOML config",
-                          description="Run the pipeline of CONFIG (see configs/pipeline_example.toml).")
+                          description=f"Run the pipeline of CONFIG (see {paths.PIPELINE_EXAMPLE}).")
     run.add_argument("config", help="pipeline config (TOML)")
     run.add_argument("--batches", type=int, default=None, help="batches to stream (default: the config's `batches`)")
     run.add_argument("--warmup", type=int, default=None, help="warm-up runs per executor before the run")
@@ -65,9 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _output_args(p: argparse.ArgumentParser) -> None:
+    """Options `run` and `simulate` share: output files, tracing and sampling, work directory, prediction."""
     p.add_argument("--trace", metavar="OUT.json", help="write a Chrome-trace / Perfetto JSON")
     p.add_argument("--csv", metavar="EVENTS.csv", help="write every trace event as CSV")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of tables")
+    add_json_arg(p, "print the summary as JSON instead of tables")
     p.add_argument("--no-trace-events", action="store_true",
                    help="tracing off: no events, no backend profiling (throughput and latency only)")
     p.add_argument("--no-hw-profile", action="store_true",
@@ -84,99 +73,54 @@ def _output_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workdir", metavar="DIR", help="keep dummy models and ORT profiles here (default: temporary)")
     p.add_argument("--predict", metavar="DEVICE_CONFIG", default=None,
                    help="before running, predict every ONNX Runtime CPU stage with this trained predictor (e.g. "
-                        "cpu-1t), then show predicted vs measured; stages on other devices are measured only")
-    p.add_argument("--predictors", metavar="DIR", default=None, help="predictor directory (default: data/predictors)")
+                        f"{paths.DEFAULT_DEVICE}), then show predicted vs measured; stages on other devices are "
+                        "measured only")
+    add_predictors_arg(p)
 
 
 def run_command(args: argparse.Namespace) -> int:
+    """`hase pipeline run CONFIG`: the config's pipeline, batches and warm-up unless the options override them."""
     cfg = load_pipeline_config(args.config)
     batches = args.batches if args.batches is not None else cfg.batches
-    return execute(cfg.spec, batches, args.warmup if args.warmup is not None else cfg.warmup, args)
+    warmup = args.warmup if args.warmup is not None else cfg.warmup
+    return _profile(cfg.spec, batches, warmup, args)
 
 
 def simulate_command(args: argparse.Namespace) -> int:
+    """`hase pipeline simulate`: the built-in pipeline of dummy models."""
     spec = simulation_spec(batch=args.batch, width=args.width, layers=args.layers, dp_devices=_devices(args.dp),
                            devices=_devices(args.devices), queue_depth=args.queue_depth)
-    return execute(spec, args.batches, args.warmup, args)
+    return _profile(spec, args.batches, args.warmup, args)
 
 
 def _devices(text: str) -> tuple[str, ...]:
     return tuple(d.strip() for d in text.split(",") if d.strip())
 
 
-def execute(spec: PipelineSpec, batches: int, warmup: int, args: argparse.Namespace) -> int:
-    """Run, write the requested files (also after a mid-run failure), print the summary; returns 0."""
-    if args.no_trace_events and (args.trace or args.csv):
-        raise HaseError("--trace and --csv need trace events: drop --no-trace-events")
-    sampling = {k: v for k, v in (("hw_sample_every", args.hw_sample_every), ("hw_sample_block", args.hw_sample_block),
-                                  ("hw_sample_warmup", args.hw_sample_warmup)) if v is not None}
-    if sampling:
-        spec = dataclasses.replace(spec, **sampling)
-    failed: PipelineFailed | None = None
-    prediction = None
-    predictors = stage_predictors(spec, args.predict, args.predictors) if args.predict else None
-    with tempfile.TemporaryDirectory(prefix="hase-pipeline-") as tmp:
-        with prepare(spec, Path(args.workdir or tmp), trace=not args.no_trace_events,
-                     hardware=not args.no_hw_profile, warmup=warmup) as prep:
-            if predictors:
-                prediction = predict_pipeline(prep, predictors)  # before the run: a prediction, not a fit
-            try:
-                run = stream(prep, batches)
-            except PipelineFailed as exc:
-                run, failed = exc.run, exc
-    _write_outputs(run, args)
-    summary = summarize(run)
-    side_by_side = compare(prediction, summary) if prediction is not None else None
+def _profile(spec: PipelineSpec, batches: int, warmup: int, args: argparse.Namespace) -> int:
+    """Run through `profile_pipeline`, print the summary (also after a mid-run failure, then raise it)."""
+    options = SessionOptions(
+        warmup=warmup, trace=not args.no_trace_events, hardware=not args.no_hw_profile,
+        hw_sample_every=args.hw_sample_every, hw_sample_block=args.hw_sample_block,
+        hw_sample_warmup=args.hw_sample_warmup, workdir=args.workdir, trace_path=args.trace, csv_path=args.csv,
+        predict_device=args.predict, predictors_dir=args.predictors)
+    session = profile_pipeline(spec, batches, options)
     if args.json:
-        out = summary_dict(summary, cycles=True)
-        if side_by_side is not None:
-            out["predicted_vs_measured"] = side_by_side.to_dict(orient="records")
-        print(json.dumps(out, indent=2, default=str))
+        print(json.dumps(session.to_dict(), indent=2, default=str))
     else:
-        print_summary(summary, Console())
-        if side_by_side is not None:
-            Console().print(_table(f"predicted ({args.predict}) vs measured", side_by_side,
-                                   {"figure": "figure", "predicted": "predicted", "measured": "measured",
-                                    "error_pct": "error %", "note": "note"}))
-    if failed is not None:
-        raise failed
+        console = Console()
+        print_summary(session.summary, console)
+        if session.comparison is not None:
+            console.print(_table(f"predicted ({args.predict}) vs measured", session.comparison, COMPARISON_VIEW))
+    if session.error is not None:
+        raise session.error
     return 0
-
-
-def stage_predictors(spec: PipelineSpec, device_config: str, predictors_dir: str | None) -> dict:
-    """One `model -> ms` callable per pipeline device: the trained predictor for ORT CPU devices, and
-    "not predicted" (NaN) for devices no predictor describes (OpenVINO, CUDA without a CUDA predictor)."""
-    from hase.predict.estimate import predict_model_latency
-    from hase.predict.predictor import predictor_dir
-
-    predictor_dir(device_config, predictors_dir)  # a missing predictor is an error before anything runs
-    predict = functools.partial(predict_model_latency, device=device_config, predictors_dir=predictors_dir)
-    unknown = lambda _path: math.nan  # noqa: E731
-    return {ex.device: predict if ex.device == "cpu" else unknown for st in spec.stages for ex in st.executors}
-
-
-def _write_outputs(run: PipelineRun, args: argparse.Namespace) -> None:
-    if args.trace:
-        log.info("trace written to %s (open at https://ui.perfetto.dev)", write_chrome_trace(run, args.trace))
-    if args.csv:
-        log.info("events written to %s", write_events_csv(run, args.csv))
 
 
 def print_summary(s: PipelineSummary, console: Console) -> None:
     """Headline figures and the stage / track / device / data-parallel tables."""
-    console.print(f"[bold]{s.name}[/]: {s.completed}/{s.batches} batches in {s.span_ms:.1f} ms — "
-                  f"throughput [bold]{s.throughput_per_s:.1f}[/] batches/s ({s.rows_per_s:.0f} rows/s), "
-                  f"end-to-end latency p50 {s.latency_p50_ms:.3f} ms / p95 {s.latency_p95_ms:.3f} ms")
-    if s.traced:
-        console.print(f"cycle latency (max stage per batch) mean {s.cycle_mean_ms:.3f} ms, p95 {s.cycle_p95_ms:.3f} "
-                      f"ms — bottleneck [bold red]{s.bottleneck}[/] (slowest in {_pct(s.bottleneck_share)} of cycles)")
-        console.print(hw_line(s))
-    else:
-        console.print("tracing off: per-stage figures need trace events")
-    if s.dropped_events:
-        console.print(f"[yellow]{s.dropped_events} events over the max_events budget were dropped[/]")
-    if s.failure:
-        console.print(f"[red]run stopped: {s.failure}[/]")
+    for line in headline_lines(s):
+        console.print(line, markup=False)
     for title, df, columns in (("stages (ms)", s.stages, STAGE_VIEW), ("executors", s.tracks, TRACK_VIEW),
                                ("devices", s.devices, DEVICE_VIEW), ("data-parallel stages", s.data_parallel, DP_VIEW)):
         if len(df):
@@ -194,6 +138,8 @@ TRACK_VIEW = {"track": "executor", "n": "n", "wall_util": "busy", "hw_util": "hw
 DEVICE_VIEW = {"device": "device", "tracks": "tracks", "n": "n", "busy_ms": "busy ms", "wall_util": "busy",
                "hw_ms": "hw ms measured", "hw_util": "hw util", "hw_coverage": "hw cov"}
 DP_VIEW = {"stage": "stage", "part": "part", "device": "device", "n": "n", "mean_ms": "mean ms", "p95_ms": "p95 ms"}
+COMPARISON_VIEW = {"figure": "figure", "predicted": "predicted", "measured": "measured", "error_pct": "error %",
+                   "note": "note"}
 
 
 def _table(title: str, df: pd.DataFrame, columns: dict[str, str]) -> Table:
@@ -202,7 +148,7 @@ def _table(title: str, df: pd.DataFrame, columns: dict[str, str]) -> Table:
     for col in df.columns:
         t.add_column(columns[col], justify="right" if pd.api.types.is_numeric_dtype(df[col]) else "left")
     for row in df.itertuples(index=False):
-        t.add_row(*[_cell(v, c) for v, c in zip(row, df.columns)])
+        t.add_row(*[_cell(v, c) for v, c in zip(row, df.columns, strict=True)])
     return t
 
 
@@ -215,5 +161,5 @@ def _cell(v: object, col: str) -> str:
 
 
 def _pct(v: float) -> str:
-    return "–" if v is None or math.isnan(v) else f"{v:.0%}"
+    return "–" if math.isnan(v) else f"{v:.0%}"
 

@@ -18,16 +18,20 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from hase import paths
+from hase.commands.common import add_ep_args, add_input_shape_arg, add_json_arg
 from hase.errors import HaseError
-from hase.measure.runtime import OPT_LEVELS, EPConfig, Timing
+from hase.measure.types import EPConfig, Timing
 from hase.profiling import decompose as P
+from hase.profiling.events import load_profile
 from hase.profiling.perfetto import to_chrome_trace, write_chrome_trace
 from hase.profiling.run import ProfileAnalysis, ProfileResult, analyze, profile_model
 
 TRACE_SUFFIX = ".hase_trace.json"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `profile` subcommand."""
     p = sub.add_parser("profile", help="explain where a measured ONNX Runtime run's time goes",
                        description="Profile MODEL.onnx with ONNX Runtime's profiler (or read a profile with --trace) "
                                    "and decompose a run: before/after Execute, node timeline, kernel time, "
@@ -38,26 +42,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup", type=int, default=3, help="warm-up runs, profiled but not counted (default 3)")
     p.add_argument("--skip-runs", type=int, default=0,
                    help="with --trace: leading runs to leave out as warm-up (default 0)")
-    p.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1; 0 lets ORT choose)")
-    p.add_argument("--opt-level", default="extended", choices=list(OPT_LEVELS))
-    p.add_argument("--ep", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...",
-                   help="fix a symbolic input dimension (repeatable)")
-    p.add_argument("--workdir", default="hase_profiles", help="where ORT writes the profile (default ./hase_profiles)")
+    add_ep_args(p)
+    add_input_shape_arg(p)
+    p.add_argument("--workdir", default=paths.PROFILES, help="where ORT writes the profile (default ./%(default)s)")
     p.add_argument("--out-trace", metavar="PATH", help=f"Perfetto trace path (default <profile stem>{TRACE_SUFFIX})")
     p.add_argument("--top", type=int, default=10, help="how many top nodes to list (default 10)")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    add_json_arg(p, "print one JSON object instead of tables")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Profile the model (or read --trace), decompose its runs, write the Perfetto trace, print the findings."""
     if bool(args.model) == bool(args.trace):
         raise HaseError("give either MODEL.onnx to run or --trace ORT_PROFILE.json to read (exactly one)")
     wall: Timing | None = None
     context: dict[str, Any] = {}
     if args.trace:
         profile_path = Path(args.trace)
-        events, skip = P.load_profile(profile_path), args.skip_runs
+        events, skip = load_profile(profile_path), args.skip_runs
     else:
         if args.skip_runs:
             raise HaseError("--skip-runs applies to --trace; when running a model, use --warmup "
@@ -89,7 +91,7 @@ def _profile(args: argparse.Namespace) -> ProfileResult:
 def _report(a: ProfileAnalysis, profile: Path, trace: Path, wall: Timing | None,
             context: dict[str, Any]) -> dict[str, Any]:
     """One JSON-able object: numbers as numbers (NaN -> null), µs unless a key says otherwise."""
-    return _clean({
+    report: dict[str, Any] = _clean({
         **context,
         "profile": str(profile), "trace": str(trace), "skip_runs": a.skip_runs,
         "n_runs": int(a.summary[P.N_RUNS]),
@@ -102,6 +104,7 @@ def _report(a: ProfileAnalysis, profile: Path, trace: Path, wall: Timing | None,
         "providers": a.providers.to_dict("records"),
         "findings": a.findings,
     })
+    return report
 
 
 def _clean(value: Any) -> Any:
@@ -151,8 +154,8 @@ def _print(console: Console, a: ProfileAnalysis, profile: Path, trace: Path, wal
 
 def _decomposition_table(summary: pd.Series, wall: Timing | None) -> Table:
     table = Table(title="Where a model_run's time goes (median over runs)")
-    for col, justify in (("", "left"), ("ms", "right"), ("% of model_run", "right"), ("meaning", "left")):
-        table.add_column(col, justify=justify)
+    for col in ("", "ms", "% of model_run", "meaning"):
+        table.add_column(col, justify="right" if col in ("ms", "% of model_run") else "left")
     run = float(summary[P.MODEL_RUN_US])
     for key, (label, meaning) in P.METRICS.items():
         value = float(summary[key])

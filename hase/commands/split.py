@@ -8,26 +8,27 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from hase.commands.common import add_ep_args, add_input_shape_arg, add_json_arg
 from hase.errors import HaseError
 from hase.kernels.split import split_to_dir
-from hase.measure.runtime import EPConfig
+from hase.measure.types import EPConfig
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `split` subcommand."""
     p = sub.add_parser("split", help="split a model into single-kernel ONNX models",
                        description="Apply ONNX Runtime's fusions (graph optimization level), then write one "
                                    "single-node ONNX model per unique kernel plus kernels.csv (node -> kernel map).")
     p.add_argument("model", help="path to an .onnx model")
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...",
-                   help="fix a symbolic input dimension (repeatable)")
-    p.add_argument("--opt-level", default="extended", choices=["disabled", "basic", "extended", "all"])
-    p.add_argument("--ep", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--json", action="store_true", help="print a JSON summary instead of a table")
+    add_input_shape_arg(p)
+    add_ep_args(p, threads=False)
+    add_json_arg(p, "print a JSON summary instead of a table")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Split the model into one ONNX file per unique kernel and print (or print as JSON) what was written."""
     from hase.kernels.graph import parse_input_shapes
 
     ep = EPConfig(name=args.ep, ep=args.ep, opt_level=args.opt_level)

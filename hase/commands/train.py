@@ -3,30 +3,39 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.status import Status
 from rich.table import Table
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:  # pragma: no cover - the predictor stack loads only when a command runs
+    from hase.predict.train import TrainResult
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `train` subcommand."""
+    from hase import paths
+    from hase.commands.common import add_device_arg, add_json_arg, add_store_arg
+
     p = sub.add_parser("train", help="train kernel predictors from the store (leave-family-out evaluated)",
                        description="Fit one RandomForest per (device, op type) on the store's kernel measurements, "
                                    "evaluate by holding out each model family in turn, fit the calibration "
                                    "latency = a*sum + g*n_kernels + b, and write <out>/<device>/ (joblib + manifest).")
-    p.add_argument("--store", default="data/hase.sqlite", help="the measurement store (SQLite)")
-    p.add_argument("--out", default="data/predictors", help="root directory of predictors (one folder per device)")
-    p.add_argument("--config", default="configs/predictor.toml", help="hyper-parameters (TOML)")
-    p.add_argument("--device", action="append", metavar="NAME", help="device configuration(s) to train (default: all)")
+    add_store_arg(p)
+    p.add_argument("--out", default=paths.PREDICTORS,
+                   help="root directory of predictors, one folder per device (default %(default)s)")
+    p.add_argument("--config", default=paths.PREDICTOR_CONFIG, help="hyper-parameters (TOML; default %(default)s)")
+    add_device_arg(p, "device configuration(s) to train (default: all)", repeatable=True)
     p.add_argument("--targets", help="comma-separated targets to evaluate: warm,cold,span (default: the config's)")
     p.add_argument("--save-targets", choices=["default", "all"], help="save the default target only, or all")
-    p.add_argument("--json", action="store_true", help="print the headline figures as JSON")
+    add_json_arg(p, "print the headline figures as JSON")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Train every device asked for (all the store has by default), then print or JSON-dump the figures."""
     from hase.predict.dataset import store_devices
     from hase.predict.train import load_train_config, train
 
@@ -37,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     results = []
     for device in devices:
         with console.status(f"training {device}") as status:
-            res = train(args.store, args.out, cfg, device, progress=lambda msg: status.update(f"{device}: {msg}"))
+            res = train(args.store, args.out, cfg, device, progress=_progress(status, device))
         results.append(res)
     if args.json:
         print(json.dumps([_headline(r) for r in results], indent=1, default=str))
@@ -47,34 +56,38 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _headline(res) -> dict:
-    t = res.manifest["targets"]
+def _progress(status: Status, device: str) -> Callable[[str], None]:
+    """Training progress of one device, shown on the console's status line."""
+    return lambda msg: status.update(f"{device}: {msg}")
+
+
+def _headline(res: TrainResult) -> dict[str, Any]:
+    t = res.manifest.targets
     return {"device": res.device, "out": str(res.out_dir), "default_target": res.default_target,
-            "wall_s": round(res.wall_s, 1), "held_out": {k: v["held_out"] for k, v in t.items()},
-            "calibration": {k: v["calibration"]["name"] for k, v in t.items()},
+            "wall_s": round(res.wall_s, 1), "held_out": {k: v.held_out.to_dict() for k, v in t.items()},
+            "calibration": {k: v.calibration.calibration.name for k, v in t.items()},
             "baselines": res.baselines.set_index("baseline").to_dict("index")}
 
 
-def print_result(res) -> None:
+def print_result(res: TrainResult) -> None:
     """Held-out accuracy per target, the baselines, fallbacks and where the files went."""
     console = Console()
     table = Table(title=f"{res.device}: held-out (leave-family-out) accuracy, calibrated")
     for col in ("target", "calibration", "n", "RMSPE%", "±5%", "±10%", "kernels RMSPE%"):
         table.add_column(col, justify="left" if col in ("target", "calibration") else "right")
-    for target, entry in res.manifest["targets"].items():
-        h, k = entry["held_out"], entry["kernels_held_out"]
+    for target, entry in res.manifest.targets.items():
+        h, k = entry.held_out, entry.kernels_held_out
         mark = " (default)" if target == res.default_target else ""
-        table.add_row(target + mark, entry["calibration"]["name"], str(h["n"]), f"{h['rmspe']:.1f}",
-                      f"{h['acc5']:.0%}", f"{h['acc10']:.0%}", f"{k.get('rmspe', float('nan')):.1f}")
+        table.add_row(target + mark, entry.calibration.calibration.name, str(h.n), f"{h.rmspe:.1f}",
+                      f"{h.acc5:.0%}", f"{h.acc10:.0%}", f"{k.rmspe if k else float('nan'):.1f}")
     for row in res.baselines.itertuples():
         table.add_row(f"baseline {row.baseline}", "linear", str(row.n), f"{row.rmspe:.1f}", f"{row.acc5:.0%}",
                       f"{row.acc10:.0%}", "")
     console.print(table)
-    skipped = res.manifest["targets"][res.default_target]["predictor"]["skipped"]
-    if skipped:
-        n = res.manifest["targets"][res.default_target]["predictor"]["n_kernels"]
-        counts = res.manifest["targets"][res.default_target]["predictor"].get("skipped_n", {})
-        console.print(f"[yellow]{len(skipped)} op keys have too few training kernels (of {n}) and use a fallback "
-                      f"forest[/]: " + ", ".join(f"{k} ({counts.get(k, '?')})" for k in sorted(skipped)))
-    files = ", ".join(sorted(res.manifest["files"])) if "files" in res.manifest else ""
+    forests = res.manifest.target(res.default_target).predictor
+    if forests.skipped:
+        console.print(f"[yellow]{len(forests.skipped)} op keys have too few training kernels (of {forests.n_kernels}) "
+                      f"and use a fallback forest[/]: "
+                      + ", ".join(f"{k} ({forests.skipped_n.get(k, '?')})" for k in sorted(forests.skipped)))
+    files = ", ".join(sorted(res.manifest.files))
     console.print(f"saved {res.out_dir} ({files}) in {res.wall_s:.0f} s; default target: {res.default_target}")

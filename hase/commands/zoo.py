@@ -6,6 +6,8 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from hase import paths
+
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
     from rich.progress import Progress
@@ -14,7 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hase.zoo import ModelSpec
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `zoo` subcommand to the CLI's subparsers."""
     p = sub.add_parser(
         "zoo",
@@ -24,8 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "and write OUT/<config name>/index.csv. Models are generated offline with seeded random weights."
         ),
     )
-    p.add_argument("--config", default="configs/zoo_small.toml", help="zoo config (default: %(default)s)")
-    p.add_argument("--out", default="model_zoo", help="root folder of the zoo (default: %(default)s)")
+    p.add_argument("--config", default=paths.ZOO_CONFIG, help="zoo config (default: %(default)s)")
+    p.add_argument("--out", default=paths.ZOO_DIR, help="root folder of the zoo (default: %(default)s)")
     p.add_argument("--list", action="store_true", help="list variants without building")
     p.set_defaults(func=run)
 

@@ -13,16 +13,21 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 from onnx.external_data_helper import load_external_data_for_model
 
 from hase.errors import HaseError
 from hase.kernels import probe
-from hase.kernels.inputs import TensorSpec, make_model_feeds
+from hase.kernels.inputs import make_model_feeds
+from hase.kernels.types import TensorSpec
 from hase.measure import runtime
+from hase.measure.types import EPConfig
+
+PathLike = str | os.PathLike[str]
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +37,7 @@ KNOWN_DOMAINS = {
 }
 
 
-def load_model(path: str | os.PathLike, input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> onnx.ModelProto:
+def load_model(path: PathLike, input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> onnx.ModelProto:
     """Load and validate an ONNX file and give every input a static shape.
 
     Raises HaseError for a missing, non-ONNX or truncated file, a missing external-data file,
@@ -89,21 +94,26 @@ def fix_input_shapes(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[in
     inputs = {vi.name: vi for vi in model.graph.input if vi.name not in inits}
     unknown = set(input_shapes) - set(inputs)
     if unknown:
-        raise HaseError(f"--input-shape names unknown inputs {sorted(unknown)}: the model's inputs are {sorted(inputs)}")
+        raise HaseError(f"--input-shape names unknown inputs {sorted(unknown)}: "
+                        f"the model's inputs are {sorted(inputs)}")
     for name, vi in inputs.items():
         dims = vi.type.tensor_type.shape.dim
         if name in input_shapes:
-            shape = tuple(int(d) for d in input_shapes[name])
-            if len(shape) != len(dims):
-                raise HaseError(f"--input-shape {name} has rank {len(shape)} but the model's input has rank {len(dims)}")
-            for d, v in zip(dims, shape):
-                if d.HasField("dim_value") and d.dim_value > 0 and d.dim_value != v:
-                    raise HaseError(f"--input-shape {name}: dimension {v} conflicts with the model's fixed {d.dim_value}")
-                d.Clear()
-                d.dim_value = v
+            _set_dims(name, dims, tuple(int(d) for d in input_shapes[name]))
         elif any(not (d.HasField("dim_value") and d.dim_value > 0) for d in dims):
             sym = [d.dim_param or "?" for d in dims]
             raise HaseError(f"input {name!r} has symbolic shape {sym}: pass --input-shape {name}=D0,D1,...")
+
+
+def _set_dims(name: str, dims: Any, shape: tuple[int, ...]) -> None:
+    """Overwrite an input's dimensions with `shape`; a rank or fixed-dimension mismatch is an error."""
+    if len(shape) != len(dims):
+        raise HaseError(f"--input-shape {name} has rank {len(shape)} but the model's input has rank {len(dims)}")
+    for d, v in zip(dims, shape, strict=True):
+        if d.HasField("dim_value") and d.dim_value > 0 and d.dim_value != v:
+            raise HaseError(f"--input-shape {name}: dimension {v} conflicts with the model's fixed {d.dim_value}")
+        d.Clear()
+        d.dim_value = v
 
 
 RENAMED = "_hase"  # infix of node names load_model made up
@@ -145,24 +155,28 @@ class KernelGraph:
 
     @property
     def nodes(self) -> list[onnx.NodeProto]:
+        """The graph's nodes in execution (topological) order."""
         return list(self.model.graph.node)
 
     @property
     def initializers(self) -> dict[str, onnx.TensorProto]:
+        """Constant tensors by name (a new dict on each call: keep it while looping)."""
         return {t.name: t for t in self.model.graph.initializer}
 
 
 WEIGHTS_FILE = "weights.bin"
 
 
-def optimize_to(model: onnx.ModelProto | None, ep: runtime.EPConfig, directory: str | os.PathLike,
-                source: str | os.PathLike | None = None) -> Path:
+def optimize_to(model: onnx.ModelProto | None, ep: EPConfig, directory: PathLike,
+                source: PathLike | None = None) -> Path:
     """Save the model as ONNX Runtime optimizes it at the config's level (ORT's own fusions) into
     `directory`, with initializers over 1 KB in an external `weights.bin`; returns the model path.
     `source`: the model's file, when `model` is exactly its content (ORT then reads it directly)."""
     out = Path(directory) / "optimized.onnx"
     src = Path(directory) / "source.onnx"
     if source is None:
+        if model is None:
+            raise ValueError("optimize_to needs the model or the file it was loaded from")
         onnx.save(model, str(src))  # ORT reads the file: no serialized copy held alongside the session
     config = {**probe.NO_PREPACK,
               "session.optimized_model_external_initializers_file_name": WEIGHTS_FILE,
@@ -173,8 +187,8 @@ def optimize_to(model: onnx.ModelProto | None, ep: runtime.EPConfig, directory: 
     return out
 
 
-def kernel_graph(model: onnx.ModelProto, ep: runtime.EPConfig, seed: int = 0, with_weights: bool = True,
-                 source: str | os.PathLike | None = None) -> KernelGraph:
+def kernel_graph(model: onnx.ModelProto, ep: EPConfig, seed: int = 0, with_weights: bool = True,
+                 source: PathLike | None = None) -> KernelGraph:
     """Optimize with ORT, then run the optimized graph once on the CPU to learn every tensor's spec.
 
     with_weights=False (prediction) keeps large weights on disk only and learns shapes from ORT's
@@ -187,7 +201,7 @@ def kernel_graph(model: onnx.ModelProto, ep: runtime.EPConfig, seed: int = 0, wi
     return _optimized_kernel_graph(model if source is None else None, feeds, ep, with_weights, source)
 
 
-def file_kernel_graph(path: str | os.PathLike, ep: runtime.EPConfig, input_shapes=None,
+def file_kernel_graph(path: PathLike, ep: EPConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
                       with_weights: bool = True) -> KernelGraph:
     """`kernel_graph` of a model file; when loading changed nothing, the parsed model is dropped before
     ORT reads the file itself, so a large model is never held twice (what keeps `hase predict` lean)."""
@@ -199,8 +213,9 @@ def file_kernel_graph(path: str | os.PathLike, ep: runtime.EPConfig, input_shape
     return _optimized_kernel_graph(None, feeds, ep, with_weights, path)
 
 
-def _optimized_kernel_graph(model: onnx.ModelProto | None, feeds: dict[str, np.ndarray], ep: runtime.EPConfig,
-                            with_weights: bool, source: str | os.PathLike | None) -> KernelGraph:
+def _optimized_kernel_graph(model: onnx.ModelProto | None, feeds: dict[str, np.ndarray], ep: EPConfig,
+                            with_weights: bool, source: PathLike | None) -> KernelGraph:
+    """Optimize (from `model`, or from the file `source` when `model` is None), then learn every tensor's spec."""
     with tempfile.TemporaryDirectory(prefix="hase_kg_") as tmp:
         path = optimize_to(model, ep, tmp, source)
         opt = onnx.load(str(path), load_external_data=False)

@@ -5,34 +5,12 @@ must see positive values; random data of the right dtype is not enough.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import onnx
 from onnx import helper
 
 from hase.errors import HaseError
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """A tensor of a kernel or model: its exact shape, numpy dtype name, whether it is a constant
-    (initializer) and the value range [low, high] that valid data has (inclusive)."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    const: bool = False
-    low: float = -1.0
-    high: float = 1.0
-
-    @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
-
-    @property
-    def numel(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+from hase.kernels.types import TensorSpec
 
 
 def np_dtype(elem_type: int) -> str:
@@ -54,8 +32,12 @@ def random_tensor(spec: TensorSpec, rng: np.random.Generator) -> np.ndarray:
     return rng.uniform(spec.low, spec.high, size=spec.shape).astype(dt)
 
 
-def _consumers(graph: onnx.GraphProto) -> dict[str, list[tuple[onnx.NodeProto, int]]]:
-    out: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+_Consumers = dict[str, list[tuple[onnx.NodeProto, int]]]
+
+
+def _consumers(graph: onnx.GraphProto) -> _Consumers:
+    """Tensor name -> every (node, input position) that reads it."""
+    out: _Consumers = {}
     for node in graph.node:
         for i, name in enumerate(node.input):
             out.setdefault(name, []).append((node, i))
@@ -66,7 +48,7 @@ _PASS_THROUGH = {"Cast", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Identity
 
 
 def _index_bound(name: str, graph: onnx.GraphProto, shapes: dict[str, tuple[int, ...]],
-                 consumers: dict, depth: int = 0) -> int | None:
+                 consumers: _Consumers, depth: int = 0) -> int | None:
     """Smallest size of the tables that `name` indexes (through Cast/Unsqueeze/...), or None."""
     bounds = []
     for node, idx in consumers.get(name, []):
@@ -123,7 +105,7 @@ def _static_shape(vi: onnx.ValueInfoProto) -> tuple[int, ...] | None:
     t = vi.type.tensor_type
     if not t.HasField("shape"):
         return None
-    dims = []
+    dims: list[int] = []
     for d in t.shape.dim:
         if d.HasField("dim_value") and d.dim_value > 0:
             dims.append(int(d.dim_value))

@@ -4,7 +4,6 @@ ONNX shape inference does not know the com.microsoft fused ops, so Hase asks ORT
 """
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Mapping
@@ -13,11 +12,14 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from hase.errors import HaseError
-from hase.kernels.inputs import TensorSpec, np_dtype
+from hase.errors import HaseError, first_line
+from hase.kernels.inputs import np_dtype
+from hase.kernels.types import TensorSpec
 from hase.measure import runtime
+from hase.measure.types import EPConfig
+from hase.profiling import events as E
 
-_CPU = runtime.EPConfig(name="shape-probe", ep="cpu", intra_op_threads=1, opt_level="disabled")
+_CPU = EPConfig(name="shape-probe", ep="cpu", intra_op_threads=1, opt_level="disabled")
 # ORT profile type names -> numpy dtype names
 _PROFILE_DTYPES = {"float": "float32", "double": "float64", "float16": "float16", "bfloat16": "bfloat16",
                    "int64": "int64", "int32": "int32", "int16": "int16", "int8": "int8", "uint8": "uint8",
@@ -41,7 +43,9 @@ def observe_values(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dic
 
 
 def _const_and_feed_specs(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, TensorSpec]:
-    values = {t.name: TensorSpec(t.name, tuple(t.dims), np_dtype(t.data_type), const=True) for t in opt.graph.initializer}
+    """Specs of the initializers (constants) and the feeds (with their value ranges)."""
+    values = {t.name: TensorSpec(t.name, tuple(t.dims), np_dtype(t.data_type), const=True)
+              for t in opt.graph.initializer}
     values.update({name: _spec_of(name, arr) for name, arr in feeds.items()})
     return values
 
@@ -65,11 +69,12 @@ def run_all_values(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dic
     try:
         arrays = sess.run(names, dict(feeds))
     except Exception as exc:
-        raise HaseError(f"ONNX Runtime failed to run the model: {runtime.first_line(exc)}") from exc
-    return dict(zip(names, arrays))
+        raise HaseError(f"ONNX Runtime failed to run the model: {first_line(exc)}") from exc
+    return dict(zip(names, arrays, strict=True))
 
 
 def _spec_of(name: str, arr: np.ndarray) -> TensorSpec:
+    """Shape, dtype and observed [min, max] of finite values ([-1, 1] when there are none)."""
     arr = np.asarray(arr)
     low, high = -1.0, 1.0
     if arr.size and arr.dtype != object:
@@ -80,7 +85,8 @@ def _spec_of(name: str, arr: np.ndarray) -> TensorSpec:
     return TensorSpec(name, tuple(int(d) for d in arr.shape), arr.dtype.name, False, low, high)
 
 
-def observe_shapes(opt: onnx.ModelProto, path: str | os.PathLike, feeds: Mapping[str, np.ndarray]) -> dict[str, TensorSpec]:
+def observe_shapes(opt: onnx.ModelProto, path: str | os.PathLike[str],
+                   feeds: Mapping[str, np.ndarray]) -> dict[str, TensorSpec]:
     """Shape and dtype of every tensor from one profiled ORT run of the optimized model file (no value
     ranges); cheaper than `observe_values` since no tensor is kept alive for inspection."""
     values = _const_and_feed_specs(opt, feeds)
@@ -89,16 +95,21 @@ def observe_shapes(opt: onnx.ModelProto, path: str | os.PathLike, feeds: Mapping
         try:
             sess.run(None, dict(feeds))
         except Exception as exc:
-            raise HaseError(f"ONNX Runtime failed to run the model: {runtime.first_line(exc)}") from exc
-        events = json.loads(Path(sess.end_profiling()).read_text())
-    shapes = {e["name"][: -len("_kernel_time")]: e["args"].get("output_type_shape", [])
-              for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")}
+            raise HaseError(f"ONNX Runtime failed to run the model: {first_line(exc)}") from exc
+        shapes = _output_shapes(sess.end_profiling())
     for node in opt.graph.node:
         outs = shapes.get(node.name)
         if outs is None or len(outs) != len(node.output):
             raise ShapesUnavailable(f"ORT's profile has no output shapes for node {node.name!r}")
-        for name, entry in zip(node.output, outs):
+        for name, entry in zip(node.output, outs, strict=True):
             if name:
                 (dtype, shape), = entry.items()
                 values[name] = TensorSpec(name, tuple(int(d) for d in shape), _PROFILE_DTYPES.get(dtype, dtype))
     return values
+
+
+def _output_shapes(profile: str | os.PathLike[str]) -> dict[str, list[dict[str, list[int]]]]:
+    """Node name -> ORT's `output_type_shape` (one `{dtype: shape}` per output) from a profile's kernel_time
+    events; the last run of a node wins."""
+    records = E.profile_events(E.read_trace(profile), source=str(profile))
+    return {ev.node_name: list(ev.args.get(E.OUTPUT_TYPE_SHAPE, [])) for ev in records if ev.kind == E.KERNEL_TIME}

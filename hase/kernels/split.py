@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import os
-import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,55 +19,13 @@ import onnx
 from onnx import helper, numpy_helper
 
 from hase.errors import HaseError
+from hase.files import write_atomic
 from hase.kernels.graph import KernelGraph
-from hase.kernels.inputs import TensorSpec, random_tensor
+from hase.kernels.inputs import random_tensor
+from hase.kernels.types import KernelNode, KernelSpec, TensorSpec
+from hase.measure.types import EPConfig
 
 SMALL_CONST = 64  # constant inputs with at most this many elements are hashed by value (shapes, axes)
-
-
-@dataclass(frozen=True)
-class KernelSpec:
-    """What a kernel is, independent of which model it came from; `kernel_id` hashes all of it."""
-
-    kernel_id: str
-    op_type: str
-    domain: str
-    attrs: tuple[tuple[str, Any], ...]
-    inputs: tuple[TensorSpec, ...]
-    outputs: tuple[TensorSpec, ...]
-
-    def to_json(self) -> str:
-        """The signature as JSON (stored with every kernel; the feature extractors read it)."""
-        return json.dumps({
-            "kernel_id": self.kernel_id, "op_type": self.op_type, "domain": self.domain,
-            "attrs": dict(self.attrs),
-            "inputs": [_tensor_dict(t) for t in self.inputs],
-            "outputs": [_tensor_dict(t) for t in self.outputs],
-        }, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> KernelSpec:
-        d = json.loads(text)
-        return cls(d["kernel_id"], d["op_type"], d["domain"], tuple(sorted(d["attrs"].items())),
-                   tuple(TensorSpec(**_untuple(t)) for t in d["inputs"]),
-                   tuple(TensorSpec(**_untuple(t)) for t in d["outputs"]))
-
-
-def _tensor_dict(t: TensorSpec) -> dict:
-    return {"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "const": t.const, "low": t.low, "high": t.high}
-
-
-def _untuple(d: dict) -> dict:
-    return {**d, "shape": tuple(d["shape"])}
-
-
-@dataclass(frozen=True)
-class KernelNode:
-    """One node occurrence in a model: position, name, and the kernel it is an instance of."""
-
-    node_idx: int
-    node_name: str
-    spec: KernelSpec
 
 
 def _attr_value(attr: onnx.AttributeProto) -> Any:
@@ -96,28 +53,39 @@ def _sha(b: bytes) -> str:
 def node_spec(kg: KernelGraph, node: onnx.NodeProto) -> KernelSpec:
     """The kernel signature of one node: op, domain, attributes, exact input/output tensor specs."""
     inits = kg.initializers
-    ins, sig_ins = [], []
+    ins: list[TensorSpec] = []
+    sig_ins: list[list[Any] | None] = []
     for name in node.input:
         if not name:
             ins.append(TensorSpec("", (), "float32", const=True))
             sig_ins.append(None)
             continue
-        spec = kg.values.get(name)
-        if spec is None:
-            raise HaseError(f"no shape known for tensor {name!r} of node {node.name!r}: the ORT probe run did not produce it")
-        const = name in inits
-        spec = TensorSpec(name, spec.shape, spec.dtype, const, spec.low, spec.high)
+        spec = _known_spec(kg, node, name, "the ORT probe run did not produce it")
+        spec = TensorSpec(name, spec.shape, spec.dtype, name in inits, spec.low, spec.high)
         ins.append(spec)
-        entry: list[Any] = [list(spec.shape), spec.dtype, const]
-        if const and spec.numel <= SMALL_CONST and spec.dtype not in ("float32", "float16", "float64"):
-            entry.append(_sha(numpy_helper.to_array(inits[name]).tobytes())[:12])
-        sig_ins.append(entry)
+        sig_ins.append(_input_signature(spec, inits))
     outs = [kg.values[o] if o in kg.values else TensorSpec(o, (), "float32") for o in node.output]
     attrs = tuple(sorted((a.name, _attr_value(a)) for a in node.attribute))
     sig = {"op": node.op_type, "domain": node.domain, "attrs": attrs, "in": sig_ins,
            "out": [[list(o.shape), o.dtype] for o in outs if o.name]}
     kid = _sha(json.dumps(sig, sort_keys=True, default=str).encode())[:16]
     return KernelSpec(kid, node.op_type, node.domain, attrs, tuple(ins), tuple(outs))
+
+
+def _known_spec(kg: KernelGraph, node: onnx.NodeProto, name: str, why: str = "") -> TensorSpec:
+    """The spec the probe run observed for tensor `name`; a HaseError when it has none."""
+    spec = kg.values.get(name)
+    if spec is None:
+        raise HaseError(f"no shape known for tensor {name!r} of node {node.name!r}" + (f": {why}" if why else ""))
+    return spec
+
+
+def _input_signature(spec: TensorSpec, inits: Mapping[str, onnx.TensorProto]) -> list[Any]:
+    """What an input adds to a kernel id: shape, dtype, constness, and the value of a small integer constant."""
+    entry: list[Any] = [list(spec.shape), spec.dtype, spec.const]
+    if spec.const and spec.numel <= SMALL_CONST and spec.dtype not in ("float32", "float16", "float64"):
+        entry.append(_sha(numpy_helper.to_array(inits[spec.name]).tobytes())[:12])
+    return entry
 
 
 def split(kg: KernelGraph) -> list[KernelNode]:
@@ -166,20 +134,18 @@ def kernel_model(kg: KernelGraph, node: onnx.NodeProto) -> onnx.ModelProto:
         seen.add(name)
         if name in inits:
             initializers.append(inits[name])
-            continue
-        spec = kg.values.get(name)
-        if spec is None:
-            raise HaseError(f"no shape known for tensor {name!r} of node {node.name!r}")
-        graph_inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(spec.dtype)), spec.shape))
-    outputs = []
-    for name in node.output:
-        if name:
-            spec = kg.values[name]
-            outputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(spec.dtype)), spec.shape))
+        else:
+            graph_inputs.append(_value_info(name, _known_spec(kg, node, name)))
+    outputs = [_value_info(name, kg.values[name]) for name in node.output if name]
     g = helper.make_graph([node], f"kernel_{node.name}"[:200], graph_inputs, outputs, initializer=initializers)
     m = helper.make_model(g, opset_imports=list(kg.model.opset_import), producer_name="hase")
     m.ir_version = kg.model.ir_version
     return m
+
+
+def _value_info(name: str, spec: TensorSpec) -> Any:
+    """An ONNX ValueInfoProto named `name`, of the tensor's exact shape and dtype."""
+    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(spec.dtype)), spec.shape)
 
 
 def kernel_feeds(spec: KernelSpec, seed: int = 0) -> dict[str, np.ndarray]:
@@ -198,36 +164,38 @@ def iter_kernel_models(kg: KernelGraph) -> Iterator[tuple[onnx.NodeProto, onnx.M
         yield node, kernel_model(kg, node)
 
 
-def split_to_dir(model_path: str | os.PathLike, out: str | os.PathLike, ep, input_shapes=None) -> dict[str, Any]:
+def split_to_dir(model_path: str | os.PathLike[str], out: str | os.PathLike[str], ep: EPConfig,
+                 input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> dict[str, Any]:
     """Split a model file and write `<kernel_id>.onnx` per unique kernel plus `kernels.csv` and
-    `signatures.jsonl`; files appear only complete (written to a temp dir, then moved in).
+    `signatures.jsonl`; each file appears only complete (written atomically).
 
     Returns a summary: node and unique-kernel counts, and per op type (nodes, unique kernels).
     """
     from hase.kernels.graph import kernel_graph, load_model
 
-    model = load_model(model_path, input_shapes)
-    kg = kernel_graph(model, ep)
+    kg = kernel_graph(load_model(model_path, input_shapes), ep)
     nodes = split(kg)
     uniq = unique_kernels(nodes)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".hase_split_", dir=out) as tmp:
-        t = Path(tmp)
-        for kid, kn in uniq.items():
-            onnx.save(kernel_model(kg, kg.nodes[kn.node_idx]), str(t / f"{kid}.onnx"))
-        with open(t / "kernels.csv", "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["node_idx", "node_name", "op_type", "domain", "kernel_id", "file"])
-            for n in nodes:
-                w.writerow([n.node_idx, n.node_name, n.spec.op_type, n.spec.domain, n.spec.kernel_id, f"{n.spec.kernel_id}.onnx"])
-        (t / "signatures.jsonl").write_text("".join(kn.spec.to_json() + "\n" for kn in uniq.values()))
-        for f in t.iterdir():
-            os.replace(f, out / f.name)
+    folder = Path(out)
+    for kid, kn in uniq.items():
+        write_atomic(folder / f"{kid}.onnx", kernel_model(kg, kg.nodes[kn.node_idx]).SerializeToString())
+    write_atomic(folder / "kernels.csv", _kernels_csv(nodes))
+    write_atomic(folder / "signatures.jsonl", "".join(kn.spec.to_json() + "\n" for kn in uniq.values()))
     by_op: dict[str, list[int]] = {}
     for n in nodes:
         by_op.setdefault(n.spec.op_type, [0, 0])[0] += 1
     for kn in uniq.values():
         by_op[kn.spec.op_type][1] += 1
-    return {"model": str(model_path), "out": str(out), "n_nodes": len(nodes), "n_unique": len(uniq),
+    return {"model": str(model_path), "out": str(folder), "n_nodes": len(nodes), "n_unique": len(uniq),
             "by_op": by_op}
+
+
+def _kernels_csv(nodes: list[KernelNode]) -> str:
+    """kernels.csv: one row per node in execution order, naming its kernel's file."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["node_idx", "node_name", "op_type", "domain", "kernel_id", "file"])
+    for n in nodes:
+        w.writerow([n.node_idx, n.node_name, n.spec.op_type, n.spec.domain, n.spec.kernel_id,
+                    f"{n.spec.kernel_id}.onnx"])
+    return buf.getvalue()

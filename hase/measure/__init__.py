@@ -1,1 +1,1 @@
-"""measure"""
+"""The measure stage: ORT sessions per device config, timed units of work (kernel, model), resumable collect, store."""

@@ -9,26 +9,27 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import onnx
+
 from hase.errors import HaseError
+from hase.files import load_toml
 from hase.kernels import graph, split
+from hase.kernels.types import KernelNode
 from hase.measure import kernel as measure
 from hase.measure import runtime
-from hase.measure.kernel import KernelJob, MeasureSettings
+from hase.measure.kernel import KernelJob
 from hase.measure.model import measure_model
-from hase.measure.runtime import EPConfig, TimingPolicy
 from hase.measure.store import Store
+from hase.measure.types import EPConfig, MeasureSettings, ModelSource, TimingPolicy
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+__all__ = ["CollectConfig", "CollectReport", "ModelSource", "collect", "collect_model", "dir_sources",
+           "load_collect_config", "zoo_sources"]
 
 log = logging.getLogger(__name__)
 
@@ -41,15 +42,6 @@ class CollectConfig:
 
     devices: tuple[EPConfig, ...]
     settings: MeasureSettings
-
-
-@dataclass(frozen=True)
-class ModelSource:
-    """A model file to collect, with the id and family reports group it by."""
-
-    model_id: str
-    family: str
-    path: Path
 
 
 @dataclass
@@ -66,20 +58,9 @@ class CollectReport:
     wall_s: float = 0.0
 
 
-def load_toml(path: str | Path) -> dict[str, Any]:
-    """Read a TOML config file; a missing or malformed file is a HaseError."""
-    p = Path(path)
-    if not p.is_file():
-        raise HaseError(f"config file not found: {p}")
-    try:
-        return tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise HaseError(f"{p} is not valid TOML: {exc}") from exc
-
-
 def load_collect_config(path: str | Path, device_names: list[str] | None = None) -> CollectConfig:
     """Parse `configs/devices.toml`; `device_names` restricts to some of its devices."""
-    raw = load_toml(path)
+    raw = load_toml(path, "device config")
     try:
         devices = tuple(EPConfig(**d) for d in raw.get("device", []))
         settings = MeasureSettings(
@@ -168,7 +149,7 @@ def collect_model(src: ModelSource, ep: EPConfig, settings: MeasureSettings, sto
     _register_model(src, model, kg, nodes, store)
     report.node_occurrences += len(nodes)
     uniq = split.unique_kernels(nodes)
-    for i, (kid, kn) in enumerate(uniq.items()):
+    for i, kn in enumerate(uniq.values()):
         _notify(progress, "kernel", {"model": src.model_id, "op_type": kn.spec.op_type, "i": i, "n": len(uniq)})
         _collect_kernel(kg, kn, ep, settings, store, report)
     log.info("model %s on %s: full-model runs", src.model_id, ep.name)
@@ -186,7 +167,7 @@ def collect_model(src: ModelSource, ep: EPConfig, settings: MeasureSettings, sto
     report.models_done += 1
 
 
-def _register_model(src: ModelSource, model, kg: graph.KernelGraph, nodes: list[split.KernelNode],
+def _register_model(src: ModelSource, model: onnx.ModelProto, kg: graph.KernelGraph, nodes: list[KernelNode],
                     store: Store) -> None:
     """Kernels, the model and its node->kernel map: written once, shared by every device config."""
     uniq = split.unique_kernels(nodes)
@@ -205,7 +186,7 @@ def _register_model(src: ModelSource, model, kg: graph.KernelGraph, nodes: list[
                                       "op_type": n.spec.op_type} for n in nodes], ignore_existing=True)
 
 
-def _collect_kernel(kg: graph.KernelGraph, kn: split.KernelNode, ep: EPConfig, settings: MeasureSettings,
+def _collect_kernel(kg: graph.KernelGraph, kn: KernelNode, ep: EPConfig, settings: MeasureSettings,
                     store: Store, report: CollectReport) -> None:
     job = f"kernel:{kn.spec.kernel_id}"
     if store.is_done(job, ep.name) or store.has_skip(job, ep.name):

@@ -1,4 +1,4 @@
-"""Units of measuring work: one kernel, one full model, or the empty kernel, on one device config.
+"""Units of measuring work: one kernel, or the empty kernel, on one device config (`model.py` does full models).
 
 Each is a plain function of (job, EPConfig, settings) returning store rows, so a job list can be
 spread over a fleet of devices by any distributed engine; nothing here touches the store.
@@ -6,34 +6,21 @@ spread over a fleet of devices by any distributed engine; nothing here touches t
 from __future__ import annotations
 
 import dataclasses
-import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from hase.errors import HaseError
-from hase.kernels.split import KernelSpec, kernel_feeds
+from hase.errors import HaseError, first_line
+from hase.kernels.split import kernel_feeds
+from hase.kernels.types import KernelSpec
 from hase.measure import runtime
-from hase.measure.runtime import BoundRunner, EPConfig, Timing, TimingPolicy, time_loop
-
-log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class MeasureSettings:
-    """How hard to measure: stop rules for kernels and models, profiled runs, cold-weight rotation."""
-
-    kernel: TimingPolicy = field(default_factory=TimingPolicy)
-    model: TimingPolicy = field(default_factory=lambda: TimingPolicy(warmup=5, min_runs=20, max_runs=300,
-                                                                      min_time_s=0.2, max_time_s=3.0))
-    profile_warmup: int = 3
-    profile_runs: int = 10
-    cold_sessions: int = 8
-    cold_max_bytes: int = 256 << 20
+from hase.measure.runtime import BoundRunner, time_loop
+from hase.measure.store import timing_row
+from hase.measure.types import EPConfig, MeasureSettings
 
 
 @dataclass(frozen=True)
@@ -45,20 +32,20 @@ class KernelJob:
 
     @property
     def job_id(self) -> str:
+        """The store's done-marker of this job (per device)."""
         return f"kernel:{self.spec.kernel_id}"
 
     @property
     def weight_bytes(self) -> int:
+        """Bytes of the kernel's constant inputs: what each cold session holds a copy of."""
         return sum(t.nbytes for t in self.spec.inputs if t.const and t.name)
 
 
-def timing_row(t: Timing) -> dict[str, Any]:
-    return {"median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms, "mean_ms": t.mean_ms,
-            "min_ms": t.min_ms, "n_runs": t.n}
-
-
 def cold_session_count(weight_bytes: int, settings: MeasureSettings) -> int:
-    """How many sessions (each with its own weight copy) to rotate so weights are not cache-hot."""
+    """How many sessions (each with its own weight copy) to rotate so weights are not cache-hot.
+
+    At least 2, at most `settings.cold_sessions`, and no more copies than fit in `cold_max_bytes`.
+    """
     if weight_bytes <= 0:
         return 2
     return int(max(2, min(settings.cold_sessions, settings.cold_max_bytes // weight_bytes)))
@@ -80,7 +67,7 @@ def measure_kernel(job: KernelJob, ep: EPConfig, settings: MeasureSettings) -> l
         runners[0].run()
     except Exception as exc:
         raise HaseError(f"kernel {job.spec.op_type} {job.spec.kernel_id} fails to run standalone: "
-                        f"{runtime.first_line(exc)}") from exc
+                        f"{first_line(exc)}") from exc
     warm = time_loop([runners[0].run], settings.kernel)
     cold = time_loop([r.run for r in runners], dataclasses.replace(
         settings.kernel, warmup=max(settings.kernel.warmup, k), min_runs=max(settings.kernel.min_runs, 2 * k)))

@@ -3,28 +3,32 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 import onnx
 
-from hase.errors import HaseError
+from hase.errors import HaseError, first_line
 from hase.kernels.inputs import make_model_feeds
-from hase.kernels.split import KernelNode
+from hase.kernels.types import KernelNode
 from hase.measure import runtime
-from hase.measure.kernel import MeasureSettings, timing_row
-from hase.measure.runtime import BoundRunner, EPConfig, time_loop
-from hase.measure.store import DECOMP_COLS
+from hase.measure.runtime import BoundRunner, time_loop
+from hase.measure.store import DECOMP_COLS, timing_row
+from hase.measure.types import EPConfig, MeasureSettings, ModelSource, Timing
 from hase.profiling import decompose as profile
+from hase.profiling.events import CPU_PROVIDER, MEMCPY_OPS
 from hase.profiling.run import profile_model
 
-MEMCPY_OPS = ("MemcpyToHost", "MemcpyFromHost")
 
-
-def time_model(model: onnx.ModelProto, ep: EPConfig, settings: MeasureSettings) -> tuple[runtime.Timing, str]:
+def time_model(model: onnx.ModelProto, ep: EPConfig, settings: MeasureSettings) -> tuple[Timing, str]:
     """Wall time of one inference: `session.run` with numpy feeds on the CPU EP; on CUDA, IOBinding with
-    device-resident inputs/outputs and a synchronize before the clock stops (no host copies timed)."""
+    device-resident inputs/outputs and a synchronize before the clock stops (no host copies timed).
+
+    Returns the timing and the API that was timed (`session.run` or `iobinding`).
+    """
     sess = runtime.make_session(model.SerializeToString(), ep)
     feeds = make_model_feeds(model)
+    fn: Callable[[], object]
     if ep.ep == "cpu":
         fn = lambda: sess.run(None, feeds)  # noqa: E731 - the timed callable
         api = "session.run"
@@ -34,13 +38,14 @@ def time_model(model: onnx.ModelProto, ep: EPConfig, settings: MeasureSettings) 
     try:
         fn()
     except Exception as exc:
-        raise HaseError(f"the model fails to run: {runtime.first_line(exc)}") from exc
+        raise HaseError(f"the model fails to run: {first_line(exc)}") from exc
     return time_loop([fn], settings.model), api
 
 
-def measure_model(model: onnx.ModelProto, src, nodes: list[KernelNode], ep: EPConfig,
+def measure_model(model: onnx.ModelProto, src: ModelSource, nodes: list[KernelNode], ep: EPConfig,
                   settings: MeasureSettings) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Rows for `model_measurements` (one) and `node_spans` (one per profiled node)."""
+    """Rows for `model_measurements` (one, plus `profiled_s`: seconds spent profiling, not a store column)
+    and `node_spans` (one per profiled node)."""
     timing, api = time_model(model, ep, settings)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="hase_prof_") as tmp:
@@ -52,17 +57,23 @@ def measure_model(model: onnx.ModelProto, src, nodes: list[KernelNode], ep: EPCo
     meta = runtime.device_metadata(ep)
     kernel_of = {n.node_name: n.spec.kernel_id for n in nodes}
     source = profile.node_spans(events).groupby(profile.NODE_NAME)[profile.SPAN_SOURCE].first().to_dict()
-    spans = [{
-        "model_id": src.model_id, "node_name": r.node_name, "kernel_id": kernel_of.get(r.node_name),
-        "op_type": r.op_type, "provider": r.provider, "span_ms": r.span_us / 1e3,
-        "kernel_time_ms": r.kernel_time_us / 1e3, "span_source": source.get(r.node_name), "n_runs": int(r.n_runs), **meta,
-    } for r in summary.itertuples()]
-    providers = summary["provider"].value_counts().to_dict()
+    spans = [{"model_id": src.model_id, **_span_columns(r, kernel_of, source), **meta}
+             for r in summary.to_dict("records")]
+    providers = summary[profile.PROVIDER].value_counts().to_dict()
     row = {
         "model_id": src.model_id, "family": src.family, "n_kernel_nodes": len(nodes),
-        "n_memcpy_nodes": int(summary["op_type"].isin(MEMCPY_OPS).sum()),
-        "n_cpu_fallback_nodes": int(providers.get("CPUExecutionProvider", 0)) if ep.ep != "cpu" else 0,
+        "n_memcpy_nodes": int(summary[profile.OP_TYPE].isin(MEMCPY_OPS).sum()),
+        "n_cpu_fallback_nodes": int(providers.get(CPU_PROVIDER, 0)) if ep.ep != "cpu" else 0,
         "timing_api": api, **timing_row(timing), **{k: float(dec[k]) for k in DECOMP_COLS},
         "n_profiled_runs": settings.profile_runs, **meta, "measured_at": time.time(), "profiled_s": profiled_s,
     }
     return row, spans
+
+
+def _span_columns(r: dict[Any, Any], kernel_of: dict[str, str], source: dict[Any, Any]) -> dict[str, Any]:
+    """One `node_summary` record as `node_spans` columns (times in ms, the node's kernel id and span source)."""
+    name = str(r[profile.NODE_NAME])
+    return {"node_name": name, "kernel_id": kernel_of.get(name), "op_type": r[profile.OP_TYPE],
+            "provider": r[profile.PROVIDER], "span_ms": float(r[profile.SPAN_US]) / 1e3,
+            "kernel_time_ms": float(r[profile.KERNEL_TIME_US]) / 1e3, "span_source": source.get(name),
+            "n_runs": int(r[profile.N_RUNS])}

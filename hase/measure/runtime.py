@@ -6,28 +6,22 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
 import os
 import platform
 import subprocess
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from hase.errors import HaseError
-
-log = logging.getLogger(__name__)
-
-OPT_LEVELS = ("disabled", "basic", "extended", "all")
-EP_PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
+from hase.errors import HaseError, first_line
+from hase.measure.types import DeviceMeta, EPConfig, Timing, TimingPolicy
 
 
-def ort():
-    """Import onnxruntime lazily, with a one-line fix when neither wheel is installed."""
+def ort() -> Any:
+    """Import onnxruntime lazily (the module, untyped), with a one-line fix when neither wheel is installed."""
     try:
         import onnxruntime
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -38,36 +32,8 @@ def ort():
     return onnxruntime
 
 
-@dataclass(frozen=True)
-class EPConfig:
-    """A device configuration: which execution provider runs, with which threads and graph optimizations."""
-
-    name: str = "cpu"
-    ep: str = "cpu"
-    intra_op_threads: int = 1
-    inter_op_threads: int = 1
-    opt_level: str = "extended"
-    device_id: int = 0
-
-    def __post_init__(self) -> None:
-        if self.ep not in EP_PROVIDERS:
-            raise HaseError(f"unknown execution provider {self.ep!r}: use one of {sorted(EP_PROVIDERS)}")
-        if self.opt_level not in OPT_LEVELS:
-            raise HaseError(f"unknown optimization level {self.opt_level!r}: use one of {list(OPT_LEVELS)}")
-        if self.intra_op_threads < 0 or self.inter_op_threads < 0:
-            raise HaseError("thread counts must be >= 0 (0 lets ONNX Runtime choose)")
-
-    @property
-    def provider(self) -> str:
-        return EP_PROVIDERS[self.ep]
-
-    @property
-    def device_type(self) -> str:
-        """Where IOBinding buffers live for this provider (`cpu` or `cuda`)."""
-        return "cuda" if self.ep == "cuda" else "cpu"
-
-
-def _opt_enum(level: str):
+def _opt_enum(level: str) -> Any:
+    """ORT's GraphOptimizationLevel value of one of OPT_LEVELS."""
     g = ort().GraphOptimizationLevel
     return {
         "disabled": g.ORT_DISABLE_ALL,
@@ -94,7 +60,7 @@ def session_options(
     optimized_model_path: str | None = None,
     opt_level: str | None = None,
     config: Mapping[str, str] | None = None,
-):
+) -> Any:
     """SessionOptions with the config's threads and optimization level (overridable), plus extra
     session config entries (e.g. `session.disable_prepacking`)."""
     so = ort().SessionOptions()
@@ -116,14 +82,14 @@ def session_options(
 
 
 def make_session(
-    model: str | os.PathLike | bytes,
+    model: str | os.PathLike[str] | bytes,
     ep: EPConfig,
     *,
     profile_prefix: str | None = None,
     optimized_model_path: str | None = None,
     opt_level: str | None = None,
     config: Mapping[str, str] | None = None,
-):
+) -> Any:
     """Create an InferenceSession on exactly the config's provider; a load failure is a HaseError.
 
     Args:
@@ -149,11 +115,6 @@ def make_session(
     return sess
 
 
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
-
-
 # ---------------------------------------------------------------- IOBinding and timing
 
 
@@ -164,11 +125,11 @@ class BoundRunner:
     `run()` synchronizes the binding before returning so the clock includes GPU execution.
     """
 
-    def __init__(self, session, feeds: Mapping[str, np.ndarray], ep: EPConfig) -> None:
+    def __init__(self, session: Any, feeds: Mapping[str, np.ndarray], ep: EPConfig) -> None:
         self.session = session
         self.ep = ep
         self.binding = session.io_binding()
-        self._keep = []  # OrtValues must outlive the binding
+        self._keep: list[Any] = []  # OrtValues must outlive the binding
         for name, arr in feeds.items():
             if ep.device_type == "cpu":
                 self.binding.bind_cpu_input(name, np.ascontiguousarray(arr))
@@ -193,59 +154,17 @@ class BoundRunner:
         return [np.array(v.numpy(), copy=True) for v in self.binding.get_outputs()]
 
 
-@dataclass(frozen=True)
-class TimingPolicy:
-    """Stop rule of a timing loop: warm-up runs, then runs until both `min_runs` and `min_time_s` are met
-    or `max_runs` / `max_time_s` is hit."""
-
-    warmup: int = 5
-    min_runs: int = 10
-    max_runs: int = 200
-    min_time_s: float = 0.05
-    max_time_s: float = 1.0
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> TimingPolicy:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise HaseError(f"unknown timing keys {sorted(unknown)}: use {sorted(known)}")
-        return cls(**d)
-
-
-@dataclass(frozen=True)
-class Timing:
-    """Summary of timed runs in milliseconds: median with p10/p90 spread and the sample count."""
-
-    median_ms: float
-    p10_ms: float
-    p90_ms: float
-    mean_ms: float
-    min_ms: float
-    n: int
-    total_s: float
-
-    @classmethod
-    def from_samples(cls, samples_s: list[float] | np.ndarray) -> Timing:
-        a = np.asarray(samples_s, dtype=float) * 1e3
-        if a.size == 0:
-            raise ValueError("no timing samples")
-        p10, med, p90 = np.percentile(a, [10, 50, 90])
-        return cls(float(med), float(p10), float(p90), float(a.mean()), float(a.min()), int(a.size),
-                   float(a.sum() / 1e3))
-
-
-def time_loop(fns: list, policy: TimingPolicy) -> Timing:
+def time_loop(fns: Sequence[Callable[[], object]], policy: TimingPolicy, *,
+              clock: Callable[[], float] = time.perf_counter) -> Timing:
     """Time callables round-robin (one sample per call) under a stop rule; warm-up is not timed.
 
     Passing several callables (e.g. sessions of the same kernel with their own weights) rotates
-    between them, which is how Hase measures kernels with cold weights.
+    between them, which is how Hase measures kernels with cold weights. `clock` returns seconds.
     """
     for i in range(policy.warmup):
         fns[i % len(fns)]()
     samples: list[float] = []
-    start = time.perf_counter()
-    clock = time.perf_counter
+    start = clock()
     i = 0
     while True:
         t0 = clock()
@@ -293,20 +212,13 @@ def gpu_info() -> tuple[str, str]:
 
 
 def device_metadata(ep: EPConfig) -> dict[str, Any]:
-    """The columns every measurement row carries, so a figure is never separated from its settings."""
+    """The DEVICE_META_COLS every measurement row carries, so a figure is never separated from its settings."""
     from hase import __version__
 
     gpu, driver = gpu_info() if ep.ep == "cuda" else ("", "")
-    return {
-        "device": ep.name,
-        "cpu_model": cpu_model(),
-        "gpu_name": gpu,
-        "gpu_driver": driver,
-        "ort_version": ort().__version__,
-        "execution_provider": ep.provider,
-        "intra_op_threads": ep.intra_op_threads,
-        "inter_op_threads": ep.inter_op_threads,
-        "opt_level": ep.opt_level,
-        "hase_version": __version__,
-    }
+    meta = DeviceMeta(device=ep.name, cpu_model=cpu_model(), gpu_name=gpu, gpu_driver=driver,
+                      ort_version=ort().__version__, execution_provider=ep.provider,
+                      intra_op_threads=ep.intra_op_threads, inter_op_threads=ep.inter_op_threads,
+                      opt_level=ep.opt_level, hase_version=__version__)
+    return dataclasses.asdict(meta)
 

@@ -7,7 +7,7 @@ need one file per job plus a manifest to get the same guarantees. SQLite is in t
 and pandas reads it directly (`Store.table(name)`).
 
 Tables (column names are the constants below; every measurement row carries the device metadata
-columns of `hase.measure.runtime.device_metadata`):
+columns `hase.measure.types.DEVICE_META_COLS`, filled by `hase.measure.runtime.device_metadata`):
 - models:              one row per model: family, source path, sha256, node and kernel counts.
 - kernels:             one row per unique kernel signature: op type, domain, signature JSON.
 - model_nodes:         model -> node -> kernel mapping, in execution order.
@@ -31,9 +31,8 @@ from typing import Any
 import pandas as pd
 
 from hase.errors import HaseError
+from hase.measure.types import DEVICE_META_COLS, Timing
 
-META_COLS = ["device", "cpu_model", "gpu_name", "gpu_driver", "ort_version", "execution_provider",
-             "intra_op_threads", "inter_op_threads", "opt_level", "hase_version"]
 TIMING_COLS = ["median_ms", "p10_ms", "p90_ms", "mean_ms", "min_ms", "n_runs"]
 DECOMP_COLS = ["model_run_us", "execute_us", "node_timeline_span_us", "kernel_time_sum_us",
                "node_non_kernel_us", "node_gap_us", "execute_outside_nodes_us",
@@ -46,21 +45,27 @@ SCHEMA: dict[str, tuple[list[str], list[str]]] = {
     "kernels": (["kernel_id", "op_type", "domain", "signature_json"], ["kernel_id"]),
     "model_nodes": (["model_id", "opt_level", "node_idx", "node_name", "kernel_id", "op_type"],
                     ["model_id", "opt_level", "node_idx"]),
-    "kernel_measurements": (["kernel_id", "op_type", "variant", "n_sessions", "weight_bytes"] + TIMING_COLS
-                            + META_COLS + ["measured_at"], ["kernel_id", "device", "variant"]),
+    "kernel_measurements": (["kernel_id", "op_type", "variant", "n_sessions", "weight_bytes", *TIMING_COLS,
+                             *DEVICE_META_COLS, "measured_at"], ["kernel_id", "device", "variant"]),
     "node_spans": (["model_id", "node_name", "kernel_id", "op_type", "provider", "span_ms", "kernel_time_ms",
-                    "span_source", "n_runs"] + META_COLS, ["model_id", "device", "node_name"]),
-    "model_measurements": (["model_id", "family", "n_kernel_nodes", "n_memcpy_nodes", "n_cpu_fallback_nodes"]
-                           + ["timing_api"] + TIMING_COLS + DECOMP_COLS + ["n_profiled_runs"] + META_COLS + ["measured_at"],
+                    "span_source", "n_runs", *DEVICE_META_COLS], ["model_id", "device", "node_name"]),
+    "model_measurements": (["model_id", "family", "n_kernel_nodes", "n_memcpy_nodes", "n_cpu_fallback_nodes",
+                            "timing_api", *TIMING_COLS, *DECOMP_COLS, "n_profiled_runs", *DEVICE_META_COLS,
+                            "measured_at"],
                            ["model_id", "device"]),
-    "fixed_costs": (["kind"] + TIMING_COLS + META_COLS + ["measured_at"], ["device", "kind"]),
+    "fixed_costs": (["kind", *TIMING_COLS, *DEVICE_META_COLS, "measured_at"], ["device", "kind"]),
     "skips": (["job", "device", "target", "stage", "reason", "at"], ["job", "device"]),
     "jobs": (["job", "device", "finished_at"], ["job", "device"]),
 }
-REAL_COLS = set(TIMING_COLS + DECOMP_COLS + ["span_ms", "kernel_time_ms", "measured_at", "at", "finished_at"])
+REAL_COLS = {*TIMING_COLS, *DECOMP_COLS, "span_ms", "kernel_time_ms", "measured_at", "at", "finished_at"}
 INT_COLS = {"n_runs", "n_onnx_nodes", "n_kernel_nodes", "n_unique_kernels", "node_idx", "intra_op_threads",
             "inter_op_threads", "n_sessions", "weight_bytes", "n_memcpy_nodes", "n_cpu_fallback_nodes",
             "n_profiled_runs"}
+
+
+def timing_row(t: Timing) -> dict[str, Any]:
+    """A timing as the TIMING_COLS of a measurement row (the spread and run count stay beside the median)."""
+    return dict(zip(TIMING_COLS, (t.median_ms, t.p10_ms, t.p90_ms, t.mean_ms, t.min_ms, t.n), strict=True))
 
 
 def _ddl(table: str) -> str:
@@ -88,12 +93,15 @@ class Store:
             raise HaseError(f"{self.path} is not a Hase store ({exc}): point --store at another file") from exc
 
     def __enter__(self) -> Store:
+        """The open store itself."""
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        """Close the connection, whatever happened inside the block."""
         self.close()
 
     def close(self) -> None:
+        """Close the SQLite connection."""
         self.conn.close()
 
     @contextlib.contextmanager
@@ -121,12 +129,15 @@ class Store:
         return len(rows)
 
     def is_done(self, job: str, device: str) -> bool:
+        """Whether the job has committed its rows on this device (it is never run again)."""
         return self.conn.execute("SELECT 1 FROM jobs WHERE job=? AND device=?", (job, device)).fetchone() is not None
 
     def has_skip(self, job: str, device: str) -> bool:
+        """Whether the job was recorded as a skip on this device."""
         return self.conn.execute("SELECT 1 FROM skips WHERE job=? AND device=?", (job, device)).fetchone() is not None
 
     def mark_done(self, job: str, device: str) -> None:
+        """Write the job's done-marker; call inside the transaction that writes its rows."""
         self.insert("jobs", [{"job": job, "device": device, "finished_at": time.time()}])
 
     def record_skip(self, job: str, device: str, target: str, stage: str, reason: str) -> None:
@@ -136,6 +147,7 @@ class Store:
                                    "reason": reason[:500], "at": time.time()}], ignore_existing=True)
 
     def known_kernels(self) -> set[str]:
+        """Ids of every kernel signature in the store."""
         return {r[0] for r in self.conn.execute("SELECT kernel_id FROM kernels")}
 
     def table(self, name: str) -> pd.DataFrame:
@@ -145,7 +157,8 @@ class Store:
         return pd.read_sql_query(f"SELECT * FROM {name}", self.conn)
 
     def counts(self) -> dict[str, int]:
-        return {t: self.conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in SCHEMA}
+        """Row count of every table."""
+        return {t: int(self.conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]) for t in SCHEMA}
 
 
 def _plain(v: Any) -> Any:

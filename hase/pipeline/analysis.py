@@ -54,7 +54,8 @@ def wall_span_ns(events: pd.DataFrame) -> int:
 def gaps_ns(events: pd.DataFrame) -> np.ndarray:
     """Idle gaps between consecutive events of one track (end of n -> start of n+1), never negative."""
     e = events.sort_values(S.TS_NS, kind="stable")
-    return np.clip(e[S.TS_NS].to_numpy()[1:] - e[S.END_NS].to_numpy()[:-1], 0, None)
+    gaps: np.ndarray = np.clip(e[S.TS_NS].to_numpy()[1:] - e[S.END_NS].to_numpy()[:-1], 0, None)
+    return gaps
 
 
 def track_table(events: pd.DataFrame, span_ns: int | None = None) -> pd.DataFrame:
@@ -63,10 +64,11 @@ def track_table(events: pd.DataFrame, span_ns: int | None = None) -> pd.DataFram
     span = span_ns or wall_span_ns(events)
     infer = events[events[S.KIND] == S.INFER]
     rows = []
-    for (tid, track), g in infer.groupby([S.TRACK_ID, S.TRACK], sort=True):
+    for (_, track), g in infer.groupby([S.TRACK_ID, S.TRACK], sort=True):
         gaps = gaps_ns(g) / MS
         rows.append({S.TRACK: track, S.STAGE: g[S.STAGE].iat[0], S.DEVICE: g[S.DEVICE].iat[0],
-                     S.STREAM: int(g[S.STREAM].iat[0]), S.EXECUTOR: int(g[S.EXECUTOR].iat[0]), S.N: len(g),
+                     S.STREAM: int(g[S.STREAM].to_numpy()[0]), S.EXECUTOR: int(g[S.EXECUTOR].to_numpy()[0]),
+                     S.N: len(g),
                      **_busy(g, span), **_bubbles(gaps),
                      S.PENALTY_MS: float((g[S.DUR_NS] - g[S.HW_NS]).mean() / MS)})
     return pd.DataFrame(rows, columns=_TRACK_COLS)
@@ -131,7 +133,7 @@ def stage_times(events: pd.DataFrame) -> pd.DataFrame:
     dp = data_parallel_batches(events)
     dp_stages = set(dp[S.STAGE]) if len(dp) else set()
     single = events[(events[S.KIND] == S.INFER) & ~events[S.STAGE].isin(dp_stages)]
-    single = single.groupby([S.STAGE_INDEX, S.STAGE, S.BATCH], as_index=False)[S.DUR_NS].max()
+    single = single.groupby([S.STAGE_INDEX, S.STAGE, S.BATCH], as_index=False)[[S.DUR_NS]].max()
     single[S.STAGE_MS] = single[S.DUR_NS] / MS
     parts = [single.drop(columns=[S.DUR_NS])]
     if len(dp):
@@ -164,11 +166,12 @@ def data_parallel_table(events: pd.DataFrame) -> pd.DataFrame:
     """Per data-parallel stage: mean/p95 of partition, each executor's wall, sync-and-merge and total (ms)."""
     batches = data_parallel_batches(events)
     rows: list[dict[str, Any]] = []
-    for (idx, stage), g in batches.groupby([S.STAGE_INDEX, S.STAGE], sort=True):
+    for (_, key), g in batches.groupby([S.STAGE_INDEX, S.STAGE], sort=True):
+        stage = str(key)
         rows.append(_part_row(stage, "partition", "host", g[S.PARTITION_MS]))
         infer = events[(events[S.KIND] == S.INFER) & (events[S.STAGE] == stage) & events[S.BATCH].isin(g[S.BATCH])]
         for (j, dev), e in infer.groupby([S.EXECUTOR, S.DEVICE], sort=True):
-            rows.append(_part_row(stage, f"executor {j}", dev, e[S.DUR_NS] / MS))
+            rows.append(_part_row(stage, f"executor {j}", str(dev), e[S.DUR_NS] / MS))
         rows.append(_part_row(stage, "sync+merge", "host", g[S.MERGE_MS]))
         rows.append(_part_row(stage, "total", "", g[S.TOTAL_MS]))
     return pd.DataFrame(rows, columns=[S.STAGE, "part", S.DEVICE, S.N, "mean_ms", "p95_ms"])

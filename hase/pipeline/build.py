@@ -7,7 +7,9 @@ to load is a HaseError here, before any timed run.
 """
 from __future__ import annotations
 
-import logging
+import contextlib
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -15,15 +17,14 @@ from typing import Any
 import numpy as np
 import onnx
 
-from hase.errors import HaseError
+from hase.errors import HaseError, first_line
 from hase.pipeline import devices as D
+from hase.pipeline.backends import open_executor
 from hase.pipeline.dummy import write_matmul_chain
 from hase.pipeline.events import Track
-from hase.pipeline.executors import Executor, ExecutorOptions, open_executor
+from hase.pipeline.executors import Executor, ExecutorOptions
 from hase.pipeline.partition import merge, normalize_axis, partition, split_sizes
 from hase.pipeline.spec import ExecutorSpec, PipelineSpec, StageSpec
-
-log = logging.getLogger(__name__)
 
 INPUT_POOL = 4  # distinct random input batches the source cycles through
 
@@ -43,6 +44,13 @@ class StageRuntime:
     out_shape: tuple[int, ...] = ()
     models: list[Path | None] = field(default_factory=list)  # per executor: the ONNX file it runs
 
+    def host_track(self, stream: int) -> Track:
+        """The partition/merge track of one stream of a data-parallel stage."""
+        track = self.host_tracks[stream]
+        if track is None:
+            raise HaseError(f"stage {self.spec.name!r} is not data-parallel: it has no partition/merge track")
+        return track
+
 
 @dataclass
 class PreparedPipeline:
@@ -57,7 +65,8 @@ class PreparedPipeline:
 
     @property
     def tracks(self) -> list[Track]:
-        out = []
+        """Every host and device track of every stage, by track id."""
+        out: list[Track] = []
         for st in self.stages:
             out.extend(t for t in st.host_tracks if t is not None)
             for stream in st.device_tracks:
@@ -65,6 +74,7 @@ class PreparedPipeline:
         return sorted(out, key=lambda t: t.track_id)
 
     def close(self) -> None:
+        """Close every executor (sessions, infer requests, worker threads)."""
         for st in self.stages:
             for stream in st.executors:
                 for ex in stream:
@@ -109,6 +119,15 @@ def prepare(spec: PipelineSpec, workdir: str | Path, *, trace: bool = True, hard
     return prep
 
 
+@contextlib.contextmanager
+def prepared(spec: PipelineSpec, workdir: str | Path | None = None, *, trace: bool = True, hardware: bool = True,
+             warmup: int = 2) -> Iterator[PreparedPipeline]:
+    """`prepare` in `workdir`, or in a temporary directory removed on exit; the executors are closed on exit."""
+    with (tempfile.TemporaryDirectory(prefix="hase-pipeline-") as tmp,
+          prepare(spec, Path(workdir or tmp), trace=trace, hardware=hardware, warmup=warmup) as prep):
+        yield prep
+
+
 def _check_devices(spec: PipelineSpec, core: D.OpenVinoCore) -> dict[str, D.Device]:
     """Every device string parsed and present, checked once, errors naming the first stage that uses it."""
     devs: dict[str, D.Device] = {}
@@ -142,10 +161,11 @@ def _pipeline_input_shape(spec: PipelineSpec) -> tuple[int, ...]:
         declared = declared_input_shape(first.model)
     except HaseError as exc:
         raise HaseError(f"stage {spec.stages[0].name!r}: {exc}") from exc
-    if any(d is None for d in declared[1:]):
+    dims = [d for d in declared[1:] if d is not None]
+    if len(dims) < len(declared) - 1:
         raise HaseError(f"the first stage's model {first.model.name} has input shape {_fmt(declared)} with "
                         f"symbolic dimensions: set `input_shape` in [pipeline]")
-    return (spec.batch, *declared[1:])
+    return (spec.batch, *dims)
 
 
 def declared_input_shape(model: Path) -> tuple[int | None, ...]:
@@ -171,10 +191,12 @@ def _open_stage(rt: StageRuntime, devs: dict[str, D.Device], core: D.OpenVinoCor
     st, index, shape = rt.spec, rt.index, rt.in_shape
     shapes = [shape]
     if st.data_parallel:
-        rt.axis = normalize_axis(st.partition.axis, len(shape), st.name)
-        rt.sizes = split_sizes(shape[rt.axis], st.partition.ratios, stage=st.name, axis=rt.axis)
+        part = st.require_partition()
+        rt.axis = normalize_axis(part.axis, len(shape), st.name)
+        rt.sizes = split_sizes(shape[rt.axis], part.ratios, stage=st.name, axis=rt.axis)
         shapes = [_with_dim(shape, rt.axis, n) for n in rt.sizes]
-    models = [_model_path(ex, st, j, shp, workdir) for j, (ex, shp) in enumerate(zip(st.executors, shapes))]
+    pairs = enumerate(zip(st.executors, shapes, strict=True))
+    models = [_model_path(ex, st, j, shp, workdir) for j, (ex, shp) in pairs]
     rt.models = models
     track_id = first_track
     for s in range(st.streams):
@@ -252,21 +274,21 @@ def _run_once(ex: Executor, x: np.ndarray, st: StageSpec, j: int) -> np.ndarray:
         return out
     except Exception as exc:  # a backend error on a validation batch: report it before the run starts
         raise HaseError(f"stage {st.name!r}{_exec_label(st, j)} failed on a validation batch on {ex.device}: "
-                        f"{str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else type(exc).__name__}"
-                        ) from exc
+                        f"{first_line(exc, last=True)}") from exc
 
 
 def _check_input(ex: Executor, x: np.ndarray, rt: StageRuntime, j: int, previous: str | None) -> None:
     st, declared = rt.spec, ex.input_shape
     if declared is None:
         return
-    ok = len(declared) == x.ndim and all(d is None or d == n for d, n in zip(declared, x.shape))
+    ok = len(declared) == x.ndim and all(d is None or d == n for d, n in zip(declared, x.shape, strict=True))
     if ok and (ex.input_dtype is None or ex.input_dtype == x.dtype):
         return
     what = (f"input {_fmt(declared)} {ex.input_dtype}", f"{_fmt(x.shape)} {x.dtype}")
     if st.data_parallel:
+        ratios = list(st.require_partition().ratios)
         raise HaseError(f"stage {st.name!r}{_exec_label(st, j)} on {ex.device} expects {what[0]} but its partition is "
-                        f"{what[1]} (ratios {list(st.partition.ratios)} of {rt.in_shape[rt.axis]} rows on axis "
+                        f"{what[1]} (ratios {ratios} of {rt.in_shape[rt.axis]} rows on axis "
                         f"{rt.axis}); change the ratios or give the model a matching or dynamic axis")
     source = f"stage {previous!r} produces" if previous else "the pipeline input is"
     raise HaseError(f"stage {st.name!r}{_exec_label(st, j)} on {ex.device} expects {what[0]} but {source} {what[1]}; "
@@ -293,6 +315,6 @@ def _with_dim(shape: tuple[int, ...], axis: int, n: int) -> tuple[int, ...]:
     return tuple(n if i == axis else d for i, d in enumerate(shape))
 
 
-def _fmt(shape: tuple) -> str:
+def _fmt(shape: tuple[int | None, ...]) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 

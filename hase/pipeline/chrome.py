@@ -9,14 +9,12 @@ Layout (open at https://ui.perfetto.dev or chrome://tracing):
   their args carry batch id, submit/wait/HW/marshalling times in microseconds;
 - flow arrows (`s`/`t`/`f`, cat `batch`) linking each batch through the stages in order, and from a
   data-parallel partition to each of its executors.
-The file is written one event per line, so writing a long run does not build the whole trace in memory.
+`pipeline_trace` builds the trace dict; `hase.profiling.perfetto.write_chrome_trace` writes it (atomically).
 """
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -88,11 +86,12 @@ def flow_events(events: pd.DataFrame, pids: dict[str, int]) -> Iterator[dict[str
         for stage in dp_stages & set(g[S.STAGE]):
             part = g[(g[S.STAGE] == stage) & (g[S.KIND] == S.PARTITION)]
             for e in g[(g[S.STAGE] == stage) & (g[S.KIND] == S.INFER)].itertuples(index=False):
-                rows = list(part.itertuples(index=False)) + [e]
+                rows = [*part.itertuples(index=False), e]
                 yield from _flow(f"b{batch}.{stage}.e{getattr(e, S.EXECUTOR)}", rows, pids)
 
 
-def _flow(flow_id: str, rows: list, pids: dict[str, int]) -> Iterator[dict[str, Any]]:
+def _flow(flow_id: str, rows: list[Any], pids: dict[str, int]) -> Iterator[dict[str, Any]]:
+    """One flow arrow through `rows` (trace events in order): start, steps, finish."""
     if len(rows) < 2:
         return
     for i, e in enumerate(rows):
@@ -113,20 +112,10 @@ def chrome_trace_events(run: PipelineRun) -> Iterator[dict[str, Any]]:
     yield from flow_events(run.events, pids)
 
 
-def write_chrome_trace(run: PipelineRun, path: str | Path) -> Path:
-    """Write the run as a Chrome-trace JSON object (`traceEvents`, `displayTimeUnit`, `otherData`)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+def pipeline_trace(run: PipelineRun) -> dict[str, Any]:
+    """The run as a Chrome-trace dict (`traceEvents`, `displayTimeUnit`, `otherData` with the run's settings,
+    counts and failure), for `hase.profiling.perfetto.write_chrome_trace`."""
     other = {"pipeline": run.spec.name, "batches": run.batches, "completed": run.completed, "traced": run.traced,
              "dropped_events": run.dropped_events, "metadata": run.metadata,
              "failure": None if run.failure is None else run.failure.__dict__}
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write('{"traceEvents": [\n')
-        first = True
-        for ev in chrome_trace_events(run):
-            fh.write(("" if first else ",\n") + json.dumps(ev, separators=(",", ":")))
-            first = False
-        fh.write('\n],\n"displayTimeUnit": "ms",\n"otherData": ')
-        fh.write(json.dumps(other, default=str))
-        fh.write("\n}\n")
-    return path
+    return {"traceEvents": list(chrome_trace_events(run)), "displayTimeUnit": "ms", "otherData": other}

@@ -6,18 +6,16 @@ Unknown keys are errors that list the known ones; model paths are relative to th
 from __future__ import annotations
 
 import importlib
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+import numpy as np
 
+from hase import paths
 from hase.errors import HaseError
+from hase.files import load_toml
 from hase.pipeline.spec import DummyModel, ExecutorSpec, Partition, PipelineSpec, StageSpec
 
 PIPELINE_KEYS = {"name", "batch", "features", "input_shape", "queue_depth", "seed", "hw_profile_events",
@@ -39,14 +37,8 @@ class PipelineConfig:
 
 def load_pipeline_config(path: str | Path) -> PipelineConfig:
     """Read a pipeline TOML file; a missing file or bad key is a HaseError naming it."""
-    path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise HaseError(f"pipeline config {path} not found; see configs/pipeline_example.toml") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise HaseError(f"pipeline config {path} is not valid TOML: {exc}") from exc
-    return pipeline_from_dict(data, base_dir=path.parent)
+    data = load_toml(path, "pipeline config", f"see {paths.PIPELINE_EXAMPLE}")
+    return pipeline_from_dict(data, base_dir=Path(path).parent)
 
 
 def pipeline_from_dict(data: Mapping[str, Any], base_dir: str | Path = ".") -> PipelineConfig:
@@ -100,7 +92,7 @@ def _executor(d: Mapping[str, Any], base: Path, stage: str) -> ExecutorSpec:
         raise HaseError(f"stage {stage!r}: {exc}") from exc
 
 
-def import_function(ref: str) -> Callable:
+def import_function(ref: str) -> Callable[[np.ndarray], np.ndarray]:
     """`package.module:function` -> the callable (a host-side Python stage, e.g. graph preparation)."""
     module, _, attr = ref.partition(":")
     if not module or not attr:
@@ -111,7 +103,7 @@ def import_function(ref: str) -> Callable:
         raise HaseError(f"cannot import function {ref!r}: {exc}; check the module is on PYTHONPATH") from exc
     if not callable(fn):
         raise HaseError(f"{ref!r} is not callable")
-    return fn
+    return cast(Callable[[np.ndarray], np.ndarray], fn)
 
 
 def _check_keys(d: Mapping[str, Any], known: set[str], where: str) -> None:

@@ -4,7 +4,6 @@ A missing device is a HaseError before anything runs: Hase never falls back to a
 """
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -12,8 +11,7 @@ from typing import Any
 
 from hase.errors import HaseError
 from hase.measure import runtime
-
-log = logging.getLogger(__name__)
+from hase.measure.types import EPConfig
 
 ORT, OPENVINO, HOST = "ort", "openvino", "host"
 _CUDA = re.compile(r"^cuda(?::(\d+))?$")
@@ -30,12 +28,12 @@ class Device:
     ov_device: str = ""
     cuda_id: int = 0
 
-    def ep_config(self, threads: int) -> runtime.EPConfig:
+    def ep_config(self, threads: int) -> EPConfig:
         """The ONNX Runtime device config of an `ort` device."""
         if self.backend != ORT:
             raise HaseError(f"{self.name} is not an ONNX Runtime device")
         ep = "cuda" if self.name.startswith("cuda") else "cpu"
-        return runtime.EPConfig(name=self.name, ep=ep, intra_op_threads=threads, device_id=self.cuda_id)
+        return EPConfig(name=self.name, ep=ep, intra_op_threads=threads, device_id=self.cuda_id)
 
 
 def parse_device(name: str) -> Device:
@@ -71,6 +69,7 @@ class OpenVinoCore:
         self._core: Any = None
 
     def get(self) -> Any:
+        """The run's `openvino.Core`, created (and OpenVINO imported) on the first call."""
         if self._core is None:
             self._core = openvino().Core()
         return self._core

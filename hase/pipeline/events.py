@@ -47,6 +47,7 @@ class EventBudget:
         self.dropped = 0
 
     def take(self) -> bool:
+        """Take one event from the budget; False (and counted as dropped) once it is spent."""
         if next(self._taken) < self.limit:
             return True
         self.dropped += 1
@@ -79,13 +80,14 @@ class EventLog:
         """All recorded rows as one structured array."""
         if not self._chunks:
             return np.empty(0, dtype=RECORD)
-        return np.concatenate(self._chunks[:-1] + [self._chunks[-1][: self._pos]])
+        return np.concatenate([*self._chunks[:-1], self._chunks[-1][: self._pos]])
 
     def __len__(self) -> int:
         return 0 if not self._chunks else (len(self._chunks) - 1) * CHUNK + self._pos
 
     @property
     def nbytes(self) -> int:
+        """Memory held by the allocated chunks."""
         return sum(c.nbytes for c in self._chunks)
 
 
@@ -103,7 +105,7 @@ def events_frame(logs: Iterable[EventLog], tracks: pd.DataFrame, t0_ns: int,
     they fill the NaN hardware times of that track's inference events by `run_index`.
     """
     rec = np.concatenate([lg.records() for lg in logs] or [np.empty(0, dtype=RECORD)])
-    df = pd.DataFrame({name: rec[name] for name in RECORD.names})
+    df = pd.DataFrame({name: rec[name] for name in RECORD.names or ()})
     df[S.KIND] = pd.Series(np.asarray(S.KINDS, dtype=object)[df["kind"].to_numpy()], dtype=object)
     df[S.TS_NS] = df[S.TS_NS] - t0_ns
     df[S.END_NS] = df[S.TS_NS] + df[S.DUR_NS]

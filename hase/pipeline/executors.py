@@ -9,20 +9,22 @@ Only an executor with `hw_sampled = True` (ORT or OpenVINO with `hw_sample_every
 the batch on its profiled copy of the model, and keeps the hardware time unless the run is one of the first
 `hw_sample_warmup` in a row on that copy (they re-warm its caches). The others measure every run
 (`hw_sample_every` = 1) or none (profiling off, Python functions).
+
+This module holds only the types every backend shares; it imports no backend. The backends
+(`host_backend`, `ort_backend`, `ov_backend`) register an opener in `hase.pipeline.backends`.
 """
 from __future__ import annotations
 
 import concurrent.futures as cf
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from hase.errors import HaseError
-from hase.pipeline.devices import HOST, OPENVINO, ORT, Device, OpenVinoCore
+from hase.pipeline.devices import Device, OpenVinoCore
 
 
 @dataclass(frozen=True)
@@ -44,18 +46,29 @@ class InferResult:
 class Executor(Protocol):
     """What the pipeline runner needs from a backend executor (one request in flight at a time)."""
 
-    device: str
-    input_shape: tuple[int | None, ...] | None
-    input_dtype: np.dtype | None
-    hw_sampled: bool  # True: only runs submitted with profile=True get a hardware time
+    @property
+    def device(self) -> str: ...
 
-    def submit(self, x: np.ndarray, profile: bool = True) -> None: ...
+    @property
+    def input_shape(self) -> tuple[int | None, ...] | None: ...
 
-    def wait(self) -> InferResult: ...
+    @property
+    def input_dtype(self) -> np.dtype[Any] | None: ...
 
-    def finish(self) -> tuple[np.ndarray, np.ndarray] | None: ...
+    @property
+    def hw_sampled(self) -> bool: ...  # True: only runs submitted with profile=True get a hardware time
 
-    def close(self) -> None: ...
+    def submit(self, x: np.ndarray, profile: bool = True) -> None:
+        """Start one inference on `x`; `profile`: this run is one of the hardware-time samples."""
+
+    def wait(self) -> InferResult:
+        """Wait for the inference submitted last and return it."""
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """After the run: (hw_ns, marshal_ns) per run index for backends that report them late, else None."""
+
+    def close(self) -> None:
+        """Release sessions, requests and threads."""
 
 
 @dataclass(frozen=True)
@@ -91,15 +104,17 @@ class BlockingAsync:
         self._run = run
         self._pool = cf.ThreadPoolExecutor(1, thread_name_prefix=name) if threaded else None
         self._pending: tuple[np.ndarray, bool] | None = None
-        self._future: cf.Future | None = None
+        self._future: cf.Future[InferResult] | None = None
 
     def submit(self, x: np.ndarray, profile: bool = True) -> None:
+        """Start the run on the worker thread, or keep `x` until `wait` runs it inline."""
         if self._pool is not None:
             self._future = self._pool.submit(self._run, x, profile)
         else:
             self._pending = (x, profile)
 
     def wait(self) -> InferResult:
+        """The submitted run's result (running it now when inline)."""
         if self._future is not None:
             fut, self._future = self._future, None
             return fut.result()
@@ -109,56 +124,24 @@ class BlockingAsync:
         return self._run(x, profile)
 
     def close(self) -> None:
+        """Stop the worker thread after the run in flight."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
 
 
-class HostExecutor:
-    """A Python function as a pipeline executor on the host CPU (e.g. graph preparation in NumPy)."""
+@dataclass(frozen=True)
+class ExecutorRequest:
+    """What a backend's opener gets: device, model file or Python function, threads, options, OpenVINO core."""
 
-    input_shape = None
-    input_dtype = None
-    hw_sampled = False
+    device: Device
+    model: Path | None
+    fn: Callable[[np.ndarray], np.ndarray] | None
+    threads: int
+    options: ExecutorOptions
+    core: OpenVinoCore
 
-    def __init__(self, fn: Callable[[np.ndarray], np.ndarray], threaded: bool) -> None:
-        self.device = "host"
-        self._fn = fn
-        self._runs = 0
-        self._async = BlockingAsync(self._run, threaded, "hase-host")
-
-    def _run(self, x: np.ndarray, profile: bool) -> InferResult:
-        out = np.asarray(self._fn(x))
-        idx, self._runs = self._runs, self._runs + 1
-        return InferResult(out, time.perf_counter_ns(), idx)
-
-    def submit(self, x: np.ndarray, profile: bool = True) -> None:
-        self._async.submit(x, profile)
-
-    def wait(self) -> InferResult:
-        return self._async.wait()
-
-    def finish(self) -> None:
-        return None
-
-    def close(self) -> None:
-        self._async.close()
-
-
-def open_executor(device: Device, *, model: Path | None, fn: Callable[[np.ndarray], np.ndarray] | None,
-                  threads: int, options: ExecutorOptions, core: OpenVinoCore) -> Executor:
-    """Open one executor on `device`; a model that fails to load is a HaseError naming the file."""
-    if device.backend == HOST:
-        if fn is None:
-            raise HaseError("device 'host' runs a Python function; give `function`")
-        return HostExecutor(fn, options.threaded)
-    if model is None:
-        raise HaseError(f"device {device.name} needs a model (`model` or `dummy`)")
-    if device.backend == ORT:
-        from hase.pipeline.ort_backend import OrtExecutor
-
-        return OrtExecutor(model, device, threads, options)
-    if device.backend == OPENVINO:
-        from hase.pipeline.ov_backend import OvExecutor
-
-        return OvExecutor(model, device, threads, options, core)
-    raise HaseError(f"unknown backend {device.backend!r}")  # pragma: no cover - parse_device guards this
+    def require_model(self) -> Path:
+        """The model file; a backend device without one is a HaseError."""
+        if self.model is None:
+            raise HaseError(f"device {self.device.name} needs a model (`model` or `dummy`)")
+        return self.model

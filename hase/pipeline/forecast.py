@@ -6,11 +6,12 @@ merge are CPU work no model predicts, so they are measured only (and the predict
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
+from typing import TypeAlias
 
 import pandas as pd
 
@@ -20,8 +21,8 @@ from hase.pipeline.build import PreparedPipeline
 from hase.pipeline.spec import PipelineSpec
 from hase.pipeline.summary import PipelineSummary
 
-LatencyPredictor = Callable[[Path], float]  # model file -> predicted latency of one inference, in ms
-Predictors = Union[LatencyPredictor, Mapping[str, LatencyPredictor]]  # one for all devices, or per device
+LatencyPredictor: TypeAlias = Callable[[Path], float]  # model file -> predicted latency of one inference, in ms
+Predictors: TypeAlias = LatencyPredictor | Mapping[str, LatencyPredictor]  # one for all devices, or per device
 
 
 @dataclass(frozen=True)
@@ -47,9 +48,9 @@ def predict_pipeline(target: PipelineSpec | PreparedPipeline, predictors: Predic
     models = _stage_models(target)
     spec = target.spec if isinstance(target, PreparedPipeline) else target
     rows = []
-    for st, files in zip(spec.stages, models):
+    for st, files in zip(spec.stages, models, strict=True):
         times = [_predict(predictors, ex.device, f) if f is not None else math.nan
-                 for ex, f in zip(st.executors, files)]
+                 for ex, f in zip(st.executors, files, strict=True)]
         pred = max(times) if times and not any(math.isnan(t) for t in times) else math.nan
         rows.append({S.STAGE: st.name, S.STREAMS: st.streams, S.PREDICTED_MS: pred,
                      S.PER_STREAM_MS: pred / st.streams, S.NOTE: _note(st.data_parallel, times)})
@@ -59,8 +60,27 @@ def predict_pipeline(target: PipelineSpec | PreparedPipeline, predictors: Predic
         return PipelinePrediction(df, math.nan, math.nan, None, False)
     cycle = float(known[S.PREDICTED_MS].max())
     throughput = float((1e3 * known[S.STREAMS] / known[S.PREDICTED_MS]).min())
-    bottleneck = str(known.loc[known[S.PER_STREAM_MS].idxmax(), S.STAGE])
+    bottleneck = str(known[S.STAGE].iat[int(known[S.PER_STREAM_MS].to_numpy().argmax())])
     return PipelinePrediction(df, cycle, throughput, bottleneck, len(known) == len(df))
+
+
+def stage_predictors(spec: PipelineSpec, device_config: str,
+                     predictors_dir: str | Path | None = None) -> dict[str, LatencyPredictor]:
+    """One `model -> ms` predictor per pipeline device: the trained predictor of `device_config` for the ORT CPU
+    device, NaN (not predicted) for devices no predictor describes (OpenVINO, CUDA, host).
+
+    Raises HaseError, before anything runs, when `device_config` has no trained predictor.
+    """
+    from hase.predict.bundle import predictor_dir
+    from hase.predict.estimate import predict_model_latency
+
+    predictor_dir(device_config, predictors_dir)
+    predict = functools.partial(predict_model_latency, device=device_config, predictors_dir=predictors_dir)
+    return {ex.device: predict if ex.device == "cpu" else _not_predicted for st in spec.stages for ex in st.executors}
+
+
+def _not_predicted(_model: Path) -> float:
+    return math.nan
 
 
 def _stage_models(target: PipelineSpec | PreparedPipeline) -> list[list[Path | None]]:
@@ -95,12 +115,13 @@ def compare(prediction: PipelinePrediction, measured: PipelineSummary) -> pd.Dat
     rows = []
     stages = measured.stages.set_index(S.STAGE) if len(measured.stages) else pd.DataFrame()
     dp = measured.data_parallel
-    for r in prediction.stages.itertuples(index=False):
-        meas = float(stages.at[r.stage, S.STAGE_MS]) if r.stage in stages.index else math.nan
-        rows.append(_row(f"{r.stage} stage_ms", r.predicted_ms, meas, r.note))
-        if len(dp) and r.stage in set(dp[S.STAGE]):
-            dev = dp[(dp[S.STAGE] == r.stage) & dp["part"].str.startswith("executor")]["mean_ms"].max()
-            rows.append(_row(f"{r.stage} slowest device_ms", r.predicted_ms, float(dev), "device part only"))
+    for r in prediction.stages.to_dict("records"):
+        stage, predicted = str(r[S.STAGE]), float(r[S.PREDICTED_MS])
+        meas = float(stages[S.STAGE_MS].get(stage, math.nan)) if len(stages) else math.nan
+        rows.append(_row(f"{stage} stage_ms", predicted, meas, str(r[S.NOTE])))
+        if len(dp) and stage in set(dp[S.STAGE]):
+            dev = dp[(dp[S.STAGE] == stage) & dp["part"].str.startswith("executor")]["mean_ms"].max()
+            rows.append(_row(f"{stage} slowest device_ms", predicted, float(dev), "device part only"))
     lower = "" if prediction.complete else "prediction is a lower bound (unpredicted stages)"
     rows.append(_row(S.CYCLE_MS, prediction.cycle_ms, measured.cycle_mean_ms, lower))
     rows.append(_row("throughput_per_s", prediction.throughput_per_s, measured.throughput_per_s, lower))

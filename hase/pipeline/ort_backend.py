@@ -12,27 +12,31 @@ consecutive batches, and the first `hw_sample_warmup` runs of each block are not
 machine the profiled copy needed 6-8 runs to reach its steady kernel times again (the first run 1.7-3.3x
 slower).
 
-After the run, `finish()` reads the profile line by line and gives each profiled run the sum of its node
-kernel times (GPU `Kernel` events where the CUDA EP records them). ORT keeps profile events in memory
+After the run, `finish()` streams the profile through `hase.profiling.events` and gives each profiled run the sum
+of its node kernel times (GPU `Kernel` events where the CUDA EP records them). ORT keeps profile events in memory
 (about 2 KB each), so profiling stops after `hw_profile_events` events per executor: the executor ends
 the profile right after that run (a `profiler_flush` event marks the pause) and later runs have no
 hardware time (reported as coverage).
 """
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
 import os
 import time
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import onnx
 
-from hase.errors import HaseError
+from hase.errors import HaseError, first_line
 from hase.measure import runtime
-from hase.pipeline.devices import Device
-from hase.pipeline.executors import BlockingAsync, ExecutorOptions, InferResult, SampleWarmup
+from hase.measure.types import EPConfig
+from hase.pipeline.backends import register_backend
+from hase.pipeline.devices import ORT, Device
+from hase.pipeline.executors import BlockingAsync, ExecutorOptions, ExecutorRequest, InferResult, SampleWarmup
+from hase.profiling import events as E
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +45,13 @@ ORT_DTYPES = {
     "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8, "tensor(uint8)": np.uint8,
     "tensor(bool)": np.bool_,
 }
-MARSHAL_OPS = frozenset({"MemcpyToHost", "MemcpyFromHost", "ReorderInput", "ReorderOutput"})
+MARSHAL_OPS = frozenset({*E.MEMCPY_OPS, "ReorderInput", "ReorderOutput"})  # data movement, not compute
 
 
 class _BoundSession:
     """One ORT session with IOBinding: bind an input, run, return a copy of the first output."""
 
-    def __init__(self, model: Path, ep: runtime.EPConfig, profile_prefix: str | None) -> None:
+    def __init__(self, model: Path, ep: EPConfig, profile_prefix: str | None) -> None:
         self.session = runtime.make_session(model, ep, profile_prefix=profile_prefix)
         self._ep = ep
         inputs = self.session.get_inputs()
@@ -58,11 +62,12 @@ class _BoundSession:
         if self.input.type not in ORT_DTYPES:
             raise HaseError(f"{model.name}: input type {self.input.type} is not supported by the pipeline runner")
         shape = [d if isinstance(d, int) else 1 for d in self.input.shape]
-        zeros = np.zeros(shape, ORT_DTYPES[self.input.type])
+        zeros: np.ndarray = np.zeros(shape, ORT_DTYPES[self.input.type])
         self._runner = runtime.BoundRunner(self.session, {self.input.name: zeros}, ep)
         self._device_input = None
 
     def run(self, x: np.ndarray) -> np.ndarray:
+        """Bind `x` (copied to the GPU for CUDA), run, and return a copy of the first output."""
         binding = self._runner.binding
         if self._ep.device_type == "cpu":
             binding.bind_cpu_input(self.input.name, np.ascontiguousarray(x))
@@ -87,9 +92,9 @@ class OrtExecutor:
         self._profile_runs = options.hw_profile_events // (_node_count(model) + 2) if options.hardware else 0
         profiled = self._profile_runs > 0
         self.hw_sampled = profiled and options.hw_sample_every > 1
-        self._profiled = _BoundSession(model, ep, options.profile_prefix) if profiled else None
-        self._plain = _BoundSession(model, ep, None) if self.hw_sampled or not profiled else None
-        first = self._plain or self._profiled
+        variants = (False, True) if self.hw_sampled else (profiled,)  # session kinds: plain, profiled
+        self._sessions = {p: _BoundSession(model, ep, options.profile_prefix if p else None) for p in variants}
+        first = self._sessions[variants[0]]
         self.input_shape = tuple(d if isinstance(d, int) else None for d in first.input.shape)
         self.input_dtype = np.dtype(ORT_DTYPES[first.input.type])
         self._profiling = profiled
@@ -101,9 +106,10 @@ class OrtExecutor:
         self._async = BlockingAsync(self._run, options.threaded, f"hase-ort-{self.device}")
 
     def _session_for(self, profile: bool) -> _BoundSession:
-        if self._plain is None:
-            return self._profiled
-        return self._profiled if profile and self._profiling else self._plain
+        """The only session, or of two the profiled one for a sampled run while profiling is on."""
+        if len(self._sessions) == 1:
+            return next(iter(self._sessions.values()))
+        return self._sessions[profile and self._profiling]
 
     def _run(self, x: np.ndarray, profile: bool) -> InferResult:
         session = self._session_for(profile)
@@ -111,7 +117,7 @@ class OrtExecutor:
         done = time.perf_counter_ns()
         idx, self._runs = self._runs, self._runs + 1
         flush = 0
-        profiled = session is self._profiled and self._profiling
+        profiled = session is self._sessions.get(True) and self._profiling
         keep = self._warmup.measured(profiled)
         if profiled:
             self._profiled_runs.append(idx if keep else -1)
@@ -121,13 +127,15 @@ class OrtExecutor:
         return InferResult(out, done, idx, flush_ns=flush)
 
     def _end_profile(self) -> None:
-        self._profile_file = self._profiled.session.end_profiling()
+        self._profile_file = self._sessions[True].session.end_profiling()
         self._profiling = False
 
     def submit(self, x: np.ndarray, profile: bool = True) -> None:
+        """Start one run (on this executor's thread in a data-parallel stage, else inline in `wait`)."""
         self._async.submit(x, profile)
 
     def wait(self) -> InferResult:
+        """The submitted run's output and end time; its hardware time comes from `finish`."""
         return self._async.wait()
 
     def finish(self) -> tuple[np.ndarray, np.ndarray] | None:
@@ -141,17 +149,22 @@ class OrtExecutor:
             log.warning("ORT profile %s was not written: no hardware times for %s", self._profile_file, self.device)
             return None
         hw, marshal = run_times_from_profile(self._profile_file)
-        try:
+        with contextlib.suppress(OSError):  # best effort; the work directory is removed anyway
             os.remove(self._profile_file)
-        except OSError:  # pragma: no cover - best effort; the work directory is removed anyway
-            pass
         self._profile_file = None
         return by_run_index(hw, marshal, self._profiled_runs, self._runs, self.device)
 
     def close(self) -> None:
+        """Stop the worker thread and end the profile if it is still on."""
         self._async.close()
         if self._profiling:
             self._end_profile()
+
+
+@register_backend(ORT)
+def open_ort(request: ExecutorRequest) -> OrtExecutor:
+    """An ONNX Runtime executor (`cpu`, `cuda:N`) for the request's model."""
+    return OrtExecutor(request.require_model(), request.device, request.threads, request.options)
 
 
 def by_run_index(hw: np.ndarray, marshal: np.ndarray, profiled_runs: list[int], runs: int,
@@ -176,56 +189,43 @@ def _node_count(model: Path) -> int:
     try:
         return max(1, len(onnx.load(str(model), load_external_data=False).graph.node))
     except Exception as exc:  # onnx raises DecodeError, OSError, ...: all mean "not a loadable model"
-        raise HaseError(f"cannot load {model}: {str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}"
-                        f"; check the path and that it is an ONNX file") from exc
+        raise HaseError(f"cannot load {model}: {first_line(exc)}; check the path and that it is an ONNX file"
+                        ) from exc
 
 
-def run_times_from_profile(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+def run_times_from_profile(path: str | os.PathLike[str]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Per-run hardware and marshalling time (ns) from an ORT profile, runs in the order they ran.
 
     A run is a `model_run` event; its node `*_kernel_time` events (or, where present, GPU `Kernel` events)
-    are the ones that start inside its [ts, ts + dur] window. The file is read one line at a time.
+    are the ones that start inside its [ts, ts + dur] window (`hase.profiling.events.run_ids`). The file is
+    streamed one line at a time (`hase.profiling.events.stream_trace`), so a cut-off last line is skipped.
     """
-    runs: list[tuple[int, int]] = []
-    kernels: list[tuple[int, int, bool, bool]] = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            ev = _parse_line(line)
-            if ev is None:
-                continue
-            cat, name = ev.get("cat"), ev.get("name", "")
-            if cat == "Session" and name == "model_run":
-                runs.append((int(ev["ts"]), int(ev["dur"])))
-            elif (cat == "Node" and name.endswith("_kernel_time")) or cat == "Kernel":
-                op = (ev.get("args") or {}).get("op_name", "")
-                kernels.append((int(ev["ts"]), int(ev["dur"]), cat == "Kernel", op in MARSHAL_OPS))
-    return _attribute(runs, kernels)
+    run_ts: list[float] = []
+    run_dur: list[float] = []
+    kernels: list[tuple[float, float, bool, bool]] = []  # (ts_us, dur_us, GPU kernel event, marshalling op)
+    for ev in E.profile_events(E.stream_trace(path), source=str(path)):
+        if ev.kind == E.MODEL_RUN:
+            run_ts.append(ev.ts_us)
+            run_dur.append(ev.dur_us)
+        elif ev.kind in (E.KERNEL_TIME, E.GPU_KERNEL):
+            kernels.append((ev.ts_us, ev.dur_us, ev.kind == E.GPU_KERNEL, ev.op_type in MARSHAL_OPS))
+    return _attribute(run_ts, run_dur, kernels)
 
 
-def _parse_line(line: str) -> dict | None:
-    text = line.strip().rstrip(",")
-    if not text.startswith("{"):
-        return None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return None
-
-
-def _attribute(runs: list[tuple[int, int]], kernels: list[tuple[int, int, bool, bool]]
-               ) -> tuple[np.ndarray, np.ndarray]:
-    if not runs:
-        return np.empty(0), np.empty(0)
-    r = np.array(sorted(runs), dtype=np.int64)
-    hw, marshal = np.zeros(len(r)), np.zeros(len(r))
-    if kernels:
-        k = np.array(kernels, dtype=np.int64)
-        gpu = k[:, 2].astype(bool)
-        if gpu.any():  # CUDA EP: device kernel events measure the GPU; node events only the launch
-            k = k[gpu]
-        run = np.searchsorted(r[:, 0], k[:, 0], side="right") - 1
-        inside = (run >= 0) & (k[:, 0] <= r[np.clip(run, 0, None), 0] + r[np.clip(run, 0, None), 1])
-        np.add.at(hw, run[inside], k[inside, 1])
-        m = inside & k[:, 3].astype(bool)
-        np.add.at(marshal, run[m], k[m, 1])
+def _attribute(run_ts: list[float], run_dur: list[float], kernels: list[tuple[float, float, bool, bool]]
+               ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Kernel and marshalling time per run in ns; GPU kernel events, where there are any, replace node events
+    (on the CUDA EP, node events time only the launch)."""
+    hw, marshal = np.zeros(len(run_ts)), np.zeros(len(run_ts))
+    if not kernels or not run_ts:
+        return hw, marshal
+    k = np.array(kernels, dtype=np.float64)
+    gpu = k[:, 2] > 0
+    if gpu.any():
+        k = k[gpu]
+    run = E.run_ids(run_ts, run_dur, k[:, 0])
+    inside = run >= 0
+    np.add.at(hw, run[inside], k[inside, 1])
+    m = inside & (k[:, 3] > 0)
+    np.add.at(marshal, run[m], k[m, 1])
     return hw * 1e3, marshal * 1e3

@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from hase.errors import HaseError
-from hase.pipeline.devices import Device, OpenVinoCore, openvino
-from hase.pipeline.executors import ExecutorOptions, InferResult, SampleWarmup
+from hase.errors import HaseError, first_line
+from hase.pipeline.backends import register_backend
+from hase.pipeline.devices import OPENVINO, Device, OpenVinoCore, openvino
+from hase.pipeline.executors import ExecutorOptions, ExecutorRequest, InferResult, SampleWarmup
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class OvExecutor:
         self._done.set()
 
     def submit(self, x: np.ndarray, profile: bool = True) -> None:
+        """Start the inference asynchronously (on the PERF_COUNT request when `profile` and sampling)."""
         perf = profile if self.hw_sampled else next(iter(self._requests))
         request = self._requests[perf]
         self._done.clear()
@@ -73,6 +75,7 @@ class OvExecutor:
         self._active = (request, perf)
 
     def wait(self) -> InferResult:
+        """Wait for the inference; a measured run gets its layers' hardware and marshalling time."""
         if self._active is None:
             raise RuntimeError("wait() without submit()")
         (request, perf), self._active = self._active, None
@@ -87,6 +90,7 @@ class OvExecutor:
         return InferResult(out, self._done_ns, idx, hw_ns=hw, marshal_ns=marshal)
 
     def finish(self) -> None:
+        """Nothing to read after the run: every measured run got its hardware time in `wait`."""
         return None
 
     def close(self) -> None:
@@ -100,6 +104,12 @@ class OvExecutor:
         self._requests = {}
 
 
+@register_backend(OPENVINO)
+def open_openvino(request: ExecutorRequest) -> OvExecutor:
+    """An OpenVINO executor (`ov:CPU`, `ov:GPU`, `ov:NPU`); OpenVINO is imported only now."""
+    return OvExecutor(request.require_model(), request.device, request.threads, request.options, request.core)
+
+
 def _compile(model: Path, device: Device, threads: int, perf_count: bool, core: OpenVinoCore) -> Any:
     config: dict[str, Any] = {"PERF_COUNT": "YES" if perf_count else "NO", "NUM_STREAMS": "1",
                               "PERFORMANCE_HINT": "LATENCY"}
@@ -108,7 +118,8 @@ def _compile(model: Path, device: Device, threads: int, perf_count: bool, core: 
     try:
         return core.get().compile_model(str(model), device.ov_device, config)
     except Exception as exc:  # OpenVINO raises RuntimeError for every load/compile failure
-        raise HaseError(f"OpenVINO cannot load {model.name} on {device.ov_device}: {first_line(exc)}") from exc
+        raise HaseError(f"OpenVINO cannot load {model.name} on {device.ov_device}: {first_line(exc, last=True)}"
+                        ) from exc
 
 
 def layer_times_ns(profiling_info: Any, executed: Any) -> tuple[float, float]:
@@ -122,8 +133,3 @@ def layer_times_ns(profiling_info: Any, executed: Any) -> tuple[float, float]:
         if p.node_type.lower() in MARSHAL_LAYER_TYPES or p.exec_type.lower().startswith("reorder"):
             marshal += t
     return hw, marshal
-
-
-def first_line(exc: BaseException) -> str:
-    lines = [ln for ln in str(exc).splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else type(exc).__name__

@@ -18,7 +18,7 @@ def split_sizes(n: int, ratios: tuple[float, ...], *, stage: str = "", axis: int
             where = f"stage {stage!r}: " if stage else ""
             raise HaseError(f"{where}partition ratios {list(ratios)} do not divide {n} rows on axis {axis} "
                             f"({rows:g} rows for ratio {r:g}); pick ratios that give whole rows or change the batch")
-        sizes.append(int(round(rows)))
+        sizes.append(round(rows))
     if sum(sizes) != n:
         raise HaseError(f"partition ratios {list(ratios)} give {sum(sizes)} rows, not {n}")
     return tuple(sizes)

@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import logging
 import queue
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
 
-from hase.errors import HaseError
+from hase.errors import HaseError, first_line
 from hase.pipeline import schema as S
-from hase.pipeline.build import PreparedPipeline, StageRuntime, prepare
+from hase.pipeline.build import PreparedPipeline, StageRuntime, prepared
 from hase.pipeline.events import EventBudget, EventLog, events_frame, tracks_frame
 from hase.pipeline.partition import merge, partition
 from hase.pipeline.spec import PipelineSpec
@@ -30,6 +29,7 @@ log = logging.getLogger(__name__)
 
 POLL_S = 0.05  # how often a blocked thread checks whether the run was stopped
 now = time.perf_counter_ns
+Batches: TypeAlias = "queue.Queue[tuple[int, np.ndarray]]"  # (batch id, data) between two stages
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,7 @@ class PipelineRun:
 
     @property
     def completed(self) -> int:
+        """Batches that left the last stage."""
         return int((self.exit_ns >= 0).sum())
 
     @property
@@ -76,6 +77,7 @@ class PipelineRun:
 
     @property
     def throughput_per_s(self) -> float:
+        """Completed batches per second over `span_ns`; NaN when nothing completed."""
         return self.completed / (self.span_ns / 1e9) if self.span_ns > 0 else float("nan")
 
 
@@ -99,10 +101,8 @@ def run_pipeline(spec: PipelineSpec, batches: int, *, trace: bool = True, hardwa
     """
     if batches < 1:
         raise HaseError(f"batches must be >= 1 (got {batches})")
-    with tempfile.TemporaryDirectory(prefix="hase-pipeline-") as tmp:
-        with prepare(spec, Path(workdir) if workdir else Path(tmp), trace=trace, hardware=hardware,
-                     warmup=warmup) as prep:
-            return stream(prep, batches)
+    with prepared(spec, workdir, trace=trace, hardware=hardware, warmup=warmup) as prep:
+        return stream(prep, batches)
 
 
 class _Context:
@@ -110,7 +110,7 @@ class _Context:
 
     def __init__(self, prep: PreparedPipeline, batches: int) -> None:
         depth = prep.spec.queue_depth
-        self.queues = [queue.Queue(maxsize=depth) for _ in range(len(prep.stages) + 1)]
+        self.queues: list[Batches] = [queue.Queue(maxsize=depth) for _ in range(len(prep.stages) + 1)]
         self.stop = threading.Event()
         self.enter = np.full(batches, -1, dtype=np.int64)
         self.exit = np.full(batches, -1, dtype=np.int64)
@@ -120,6 +120,7 @@ class _Context:
         self._lock = threading.Lock()
 
     def fail(self, failure: StageFailure) -> None:
+        """Keep the first failure and stop every thread."""
         with self._lock:
             if self.failure is None:
                 self.failure = failure
@@ -164,8 +165,8 @@ def _collect(prep: PreparedPipeline, ctx: _Context, logs: list[EventLog], t0: in
                     hardware[rt.device_tracks[s][j].track_id] = times
     tracks = tracks_frame(prep.tracks)
     events = events_frame(logs, tracks, t0, hardware)
-    rel = lambda a: np.where(a >= 0, a - t0, -1)  # noqa: E731
-    run = PipelineRun(prep.spec, events, tracks, batches, rel(ctx.enter), rel(ctx.exit), prep.trace,
+    enter, exit_ = (np.where(a >= 0, a - t0, -1) for a in (ctx.enter, ctx.exit))
+    run = PipelineRun(prep.spec, events, tracks, batches, enter, exit_, prep.trace,
                       ctx.budget.dropped, prep.metadata, ctx.failure)
     if ctx.budget.dropped:
         log.warning("%d trace events over the max_events=%d budget were dropped", ctx.budget.dropped,
@@ -177,7 +178,8 @@ def _collect(prep: PreparedPipeline, ctx: _Context, logs: list[EventLog], t0: in
     return run
 
 
-def _get(q: queue.Queue, stop: threading.Event) -> Any:
+def _get(q: Batches, stop: threading.Event) -> tuple[int, np.ndarray] | None:
+    """The next item of `q`, or None once the run was stopped."""
     while True:
         try:
             return q.get(timeout=POLL_S)
@@ -186,7 +188,8 @@ def _get(q: queue.Queue, stop: threading.Event) -> Any:
                 return None
 
 
-def _put(q: queue.Queue, item: Any, stop: threading.Event) -> bool:
+def _put(q: Batches, item: tuple[int, np.ndarray], stop: threading.Event) -> bool:
+    """Put `item` on `q` (waiting while it is full); False when the run was stopped first."""
     while not stop.is_set():
         try:
             q.put(item, timeout=POLL_S)
@@ -244,11 +247,10 @@ def _record_failure(ctx: _Context, rt: StageRuntime, s: int, b: int, t: int, lg:
     j = exc.executor if isinstance(exc, _ExecutorError) else 0
     cause = exc.exc if isinstance(exc, _ExecutorError) else exc
     on_host = rt.spec.data_parallel and not isinstance(exc, _ExecutorError)  # partition or merge failed
-    track = rt.host_tracks[s] if on_host else rt.device_tracks[s][j]
+    track = rt.host_track(s) if on_host else rt.device_tracks[s][j]
     lg.record(S.ERROR, track.track_id, b, t, now())
-    text = str(cause).strip().splitlines()
-    ctx.fail(StageFailure(rt.spec.name, b, s, track.executor, track.device,
-                          f"{type(cause).__name__}: {text[-1][:300] if text else ''}"))
+    message = first_line(cause, last=True) if str(cause).strip() else ""
+    ctx.fail(StageFailure(rt.spec.name, b, s, track.executor, track.device, f"{type(cause).__name__}: {message}"))
     log.debug("stage %s failed on batch %d", rt.spec.name, b, exc_info=cause)
 
 
@@ -270,7 +272,7 @@ def _run_single(rt: StageRuntime, s: int, b: int, x: np.ndarray, lg: EventLog, p
 def _run_data_parallel(rt: StageRuntime, s: int, b: int, x: np.ndarray, lg: EventLog,
                        profile: bool) -> np.ndarray:
     """Partition on the host, submit to every executor, wait for all, merge (sync + concatenate) on the host."""
-    execs, host, axis = rt.executors[s], rt.host_tracks[s].track_id, rt.axis
+    execs, host, axis = rt.executors[s], rt.host_track(s).track_id, rt.axis
     p0 = now()
     parts = partition(x, rt.sizes, axis)
     lg.record(S.PARTITION, host, b, p0, now(), rows=x.shape[axis])

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from hase.errors import HaseError
+from hase import tables
 
 # ---- event kinds
 INFER = "infer"              # one inference on one executor (device track)
@@ -81,8 +81,5 @@ TRACK_KINDS = ("device", "host")
 
 
 def require_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
-    """Raise HaseError naming the missing columns, so a wrong frame fails at the entry point."""
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise HaseError(f"{what} is missing columns {missing}; build it with hase.pipeline (run_pipeline / "
-                        f"read_events_csv)")
+    """Raise HaseError naming the missing columns, so a wrong pipeline frame fails at the entry point."""
+    tables.require_columns(df, columns, what, "build it with hase.pipeline (run_pipeline / read_events_csv)")

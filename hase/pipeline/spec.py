@@ -120,7 +120,14 @@ class StageSpec:
 
     @property
     def data_parallel(self) -> bool:
+        """True when the stage splits each batch over several executors."""
         return len(self.executors) > 1
+
+    def require_partition(self) -> Partition:
+        """The partition of a data-parallel stage (complete after construction); HaseError for a single one."""
+        if self.partition is None:
+            raise HaseError(f"stage {self.name!r} has one executor: it has no partition")
+        return self.partition
 
 
 @dataclass(frozen=True)
@@ -182,6 +189,7 @@ class PipelineSpec:
         return (batch_id // self.hw_sample_block) % self.hw_sample_every == 0
 
     def stage(self, name: str) -> StageSpec:
+        """The stage called `name`; an unknown name is a HaseError listing the stages."""
         for s in self.stages:
             if s.name == name:
                 return s

@@ -54,12 +54,13 @@ def stage_table(events: pd.DataFrame, times: pd.DataFrame, streams: dict[str, in
     """
     infer = events[events[S.KIND] == S.INFER]
     rows = []
-    for (idx, stage), g in times.groupby([S.STAGE_INDEX, S.STAGE], sort=True):
+    for (_, key), g in times.groupby([S.STAGE_INDEX, S.STAGE], sort=True):
+        stage = str(key)
         e = infer[infer[S.STAGE] == stage]
         p50, p95 = np.percentile(g[S.STAGE_MS], [50, 95])
         n_streams = streams.get(stage, 1)
         rows.append({
-            S.STAGE_INDEX: int(idx), S.STAGE: stage, S.STREAMS: n_streams, S.N: len(g),
+            S.STAGE_INDEX: int(g[S.STAGE_INDEX].to_numpy()[0]), S.STAGE: stage, S.STREAMS: n_streams, S.N: len(g),
             S.STAGE_MS: float(g[S.STAGE_MS].mean()), S.STAGE_P50_MS: float(p50), S.STAGE_P95_MS: float(p95),
             S.PER_STREAM_MS: float(g[S.STAGE_MS].mean()) / n_streams,
             S.WALL_MS: _mean_ms(e[S.DUR_NS]), S.HW_MS: _mean_ms(e[S.HW_NS]),
@@ -116,7 +117,7 @@ def _bottleneck(stages: pd.DataFrame, cycles: pd.DataFrame) -> tuple[str | None,
     """The stage with the largest mean time per stream, and the share of cycles it was the slowest in."""
     if stages.empty:
         return None, float("nan")
-    name = str(stages.loc[stages[S.PER_STREAM_MS].idxmax(), S.STAGE])
+    name = str(stages[S.STAGE].iat[int(np.nanargmax(stages[S.PER_STREAM_MS].to_numpy()))])
     share = float((cycles[S.BOTTLENECK] == name).mean()) if len(cycles) else float("nan")
     return name, share
 
@@ -168,9 +169,8 @@ def _json_value(v: Any) -> Any:
     return v
 
 
-def summary_text(summary: PipelineSummary) -> str:
-    """A plain-text summary: headline lines, then the stage, track, device and data-parallel tables."""
-    s = summary
+def headline_lines(s: PipelineSummary) -> list[str]:
+    """The headline figures as plain lines: batches, throughput, latency, cycle, bottleneck, coverage, problems."""
     lines = [f"pipeline {s.name}: {s.completed}/{s.batches} batches in {s.span_ms:.1f} ms",
              f"throughput {s.throughput_per_s:.1f} batches/s ({s.rows_per_s:.0f} rows/s); end-to-end latency "
              f"mean {s.latency_mean_ms:.3f} / p50 {s.latency_p50_ms:.3f} / p95 {s.latency_p95_ms:.3f} ms"]
@@ -185,8 +185,14 @@ def summary_text(summary: PipelineSummary) -> str:
         lines.append(f"warning: {s.dropped_events} trace events over the max_events budget were dropped")
     if s.failure:
         lines.append(f"run stopped: {s.failure}")
+    return lines
+
+
+def summary_text(summary: PipelineSummary) -> str:
+    """A plain-text summary: headline lines, then the stage, track, device and data-parallel tables."""
+    lines = headline_lines(summary)
     for name in TABLES:
-        df = getattr(s, name)
+        df = getattr(summary, name)
         if len(df):
             lines += ["", f"[{name}]", df.to_string(index=False, float_format=lambda x: f"{x:.3f}")]
     return "\n".join(lines)

@@ -18,8 +18,9 @@ import numpy as np
 import pandas as pd
 
 from hase.errors import HaseError
-from hase.kernels.split import KernelSpec
+from hase.kernels.types import KernelSpec
 from hase.measure.store import Store
+from hase.measure.types import DEVICE_META_COLS
 
 KERNEL_ID, OP_TYPE, SIGNATURE = "kernel_id", "op_type", "signature_json"
 WARM_MS, COLD_MS, SPAN_MS, KERNEL_TIME_MS = "warm_ms", "cold_ms", "span_ms", "kernel_time_ms"
@@ -34,8 +35,7 @@ TARGET_DOC = {
     "span": "in-model node span from ORT's profiler (median over profiled runs)",
 }
 SUM_COLUMNS = {"warm": "sum_warm_ms", "cold": "sum_cold_ms", "span": "sum_span_ms", "kernel_time": "sum_kernel_time_ms"}
-META_KEYS = ("device", "cpu_model", "gpu_name", "gpu_driver", "ort_version", "execution_provider",
-             "intra_op_threads", "inter_op_threads", "opt_level", "hase_version")
+META_KEYS = DEVICE_META_COLS
 
 
 @dataclass(frozen=True)
@@ -83,9 +83,10 @@ def load_device_data(store_path: str | Path, device: str | None = None) -> Devic
         fixed = fixed[fixed["device"] == device]
     models = pd.DataFrame({MODEL_ID: mm["model_id"], FAMILY: mm["family"], MEASURED_MS: mm["median_ms"]})
     models = models.merge(nodes.groupby(MODEL_ID).size().rename(N_KERNELS), on=MODEL_ID, how="inner")
-    specs = {k: KernelSpec.from_json(s) for k, s in zip(kernels[KERNEL_ID], kernels[SIGNATURE])}
+    specs = {k: KernelSpec.from_json(s) for k, s in zip(kernels[KERNEL_ID], kernels[SIGNATURE], strict=True)}
     if models.empty:
-        raise HaseError(f"the store has no measured model with its node list for device {device!r}: rerun `make collect`")
+        raise HaseError(f"the store has no measured model with its node list for device {device!r}: "
+                        f"rerun `make collect`")
     return DeviceData(device, meta, kernels, nodes, models.reset_index(drop=True), specs,
                       float(fixed["median_ms"].iloc[0]) if len(fixed) else None)
 
@@ -138,13 +139,15 @@ def kernel_targets(data: DeviceData, target: str, models: Iterable[str] | None =
         ids = nodes[KERNEL_ID].unique()
         y = data.kernels.set_index(KERNEL_ID)[TARGET_COLUMN[target]].reindex(ids)
     y = y[np.isfinite(y) & (y > 0)]
-    return y.rename(TARGET_COLUMN[target])
+    out: pd.Series = y.rename(TARGET_COLUMN[target])
+    return out
 
 
 def model_sums(data: DeviceData) -> pd.DataFrame:
     """Per model: measured latency and the measured sums of each kernel source over its nodes.
 
-        model_id | family | measured_ms | n_kernels | sum_warm_ms | sum_cold_ms | sum_span_ms | sum_kernel_time_ms | n_missing_standalone
+        model_id | family | measured_ms | n_kernels | sum_warm_ms | sum_cold_ms | sum_span_ms |
+        sum_kernel_time_ms | n_missing_standalone
     """
     k = data.kernels.set_index(KERNEL_ID)
     nodes = data.nodes.assign(**{WARM_MS: data.nodes[KERNEL_ID].map(k[WARM_MS]),
@@ -152,7 +155,8 @@ def model_sums(data: DeviceData) -> pd.DataFrame:
     g = nodes.groupby(MODEL_ID)
     sums = pd.DataFrame({
         SUM_COLUMNS["warm"]: g[WARM_MS].sum(min_count=1), SUM_COLUMNS["cold"]: g[COLD_MS].sum(min_count=1),
-        SUM_COLUMNS["span"]: g[SPAN_MS].sum(min_count=1), SUM_COLUMNS["kernel_time"]: g[KERNEL_TIME_MS].sum(min_count=1),
+        SUM_COLUMNS["span"]: g[SPAN_MS].sum(min_count=1),
+        SUM_COLUMNS["kernel_time"]: g[KERNEL_TIME_MS].sum(min_count=1),
         "n_missing_standalone": g[WARM_MS].apply(lambda s: int(s.isna().sum())),
     })
     return data.models.merge(sums, left_on=MODEL_ID, right_index=True, how="left")

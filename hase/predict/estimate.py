@@ -1,19 +1,15 @@
 """Whole-model prediction: split the model, predict every kernel (batched per forest), sum, calibrate.
 
-    latency = alpha * sum(kernel) + beta                        form "scale"
-    latency = alpha * sum(kernel) + gamma * n_kernels + beta    form "per_kernel"
+    latency = alpha * sum(kernel) + gamma * n_kernels + beta     (see `hase.predict.calibration`)
 
-The per-kernel term exists because a standalone kernel run pays a fixed invocation cost that a node
-inside a model does not. alpha, beta, gamma are fitted per device and target on measured models
-(least squares, relative least squares, or the robust Huber loss); `hase train` keeps the form that
-wins on held-out families and stores its fit data in the manifest.
+The interval is the calibrated spread of the per-tree sums: draw d of every kernel comes from tree d
+of its forest, so a draw summed over the model's nodes is one sample of the model total.
 """
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,86 +17,13 @@ import numpy as np
 import pandas as pd
 
 from hase.errors import HaseError
-from hase.kernels.split import KernelSpec
-from hase.predict.predictor import KEY, PRED_MS, SOURCE, SOURCE_OP, KernelPredictor, PredictorBundle
+from hase.kernels.types import KernelSpec
+from hase.predict.bundle import PredictorBundle, load_bundle, predictor_dir
+from hase.predict.calibration import Calibration
+from hase.predict.predictor import KEY, PRED_MS, SOURCE, SOURCE_OP, KernelPredictor
 
-log = logging.getLogger(__name__)
-
-FORMS = ("raw", "scale", "per_kernel")
-FITTERS = ("none", "ols", "relative", "huber")
-CANDIDATES = (("raw", "none"), ("scale", "ols"), ("scale", "relative"), ("scale", "huber"),
-              ("per_kernel", "ols"), ("per_kernel", "relative"), ("per_kernel", "huber"))
 NODE_NAME, OP_TYPE, KERNEL_ID, LOW_MS, HIGH_MS = "node_name", "op_type", "kernel_id", "low_ms", "high_ms"
 INTERVAL = (10.0, 90.0)  # percentiles of the trees' spread reported as the interval
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """latency = alpha * sum + gamma * n_kernels + beta (gamma is 0 for the `scale` form, all trivial for `raw`)."""
-
-    form: str = "raw"
-    fitter: str = "none"
-    alpha: float = 1.0
-    beta: float = 0.0
-    gamma: float = 0.0
-
-    @property
-    def name(self) -> str:
-        """form/fitter, or "raw"."""
-        return self.form if self.form == "raw" else f"{self.form}/{self.fitter}"
-
-    def apply(self, sum_ms: np.ndarray | float, n_kernels: np.ndarray | float) -> np.ndarray:
-        """Calibrated latency (ms) from kernel sums and kernel counts."""
-        return self.alpha * np.asarray(sum_ms, float) + self.gamma * np.asarray(n_kernels, float) + self.beta
-
-    def to_dict(self) -> dict[str, Any]:
-        """The coefficients as a plain dict (for the manifest)."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Calibration:
-        """A calibration from its manifest entry."""
-        return cls(**{k: d[k] for k in ("form", "fitter", "alpha", "beta", "gamma")})
-
-
-def _design(sum_ms: np.ndarray, n_kernels: np.ndarray, form: str) -> np.ndarray:
-    cols = [sum_ms, np.ones_like(sum_ms)] if form == "scale" else [sum_ms, np.ones_like(sum_ms), n_kernels]
-    return np.column_stack(cols)
-
-
-def fit_calibration(sum_ms: Sequence[float], n_kernels: Sequence[float], measured_ms: Sequence[float],
-                    form: str = "scale", fitter: str = "relative") -> Calibration:
-    """Fit a calibration form on models' kernel sums against their measured latency.
-
-    ols minimises squared ms (large models dominate); relative minimises squared relative error
-    (what RMSPE measures); huber is relative with the robust Huber loss (a few odd models cannot
-    pull the fit). Fewer models than coefficients + 1 falls back to `raw`.
-    """
-    if form not in FORMS or fitter not in FITTERS:
-        raise HaseError(f"unknown calibration {form}/{fitter}: forms {list(FORMS)}, fitters {list(FITTERS)}")
-    s, n, y = (np.asarray(a, float) for a in (sum_ms, n_kernels, measured_ms))
-    ok = np.isfinite(s) & np.isfinite(y) & (y > 0)
-    s, n, y = s[ok], n[ok], y[ok]
-    if form == "raw" or fitter == "none":
-        return Calibration()
-    X = _design(s, n, form)
-    if len(y) < X.shape[1] + 1:
-        log.warning("only %d models to fit a %s calibration: using the raw sum", len(y), form)
-        return Calibration()
-    if fitter == "ols":
-        coef = np.linalg.lstsq(X, y, rcond=None)[0]
-    elif fitter == "relative":
-        coef = np.linalg.lstsq(X / y[:, None], np.ones_like(y), rcond=None)[0]
-    else:
-        from sklearn.linear_model import HuberRegressor
-
-        coef = HuberRegressor(fit_intercept=False, epsilon=1.35, alpha=0.0, max_iter=1000).fit(
-            X / y[:, None], np.ones_like(y)).coef_
-    gamma = float(coef[2]) if form == "per_kernel" else 0.0
-    return Calibration(form, fitter, float(coef[0]), float(coef[1]), gamma)
-
-
-# ---------------------------------------------------------------------- composing kernels into a model
 
 
 @dataclass(frozen=True)
@@ -154,14 +77,12 @@ def compose(specs: Sequence[KernelSpec], predictor: KernelPredictor, calibration
     Returns (per-node frame, raw sum, calibrated latency, low, high); the interval is the calibrated
     spread of the per-tree sums.
     """
-    uniq: dict[str, int] = {}
+    unique: dict[str, KernelSpec] = {}
     for s in specs:
-        uniq.setdefault(s.kernel_id, len(uniq))
-    uspecs = [None] * len(uniq)
-    for s in specs:
-        uspecs[uniq[s.kernel_id]] = s
-    detail, draws = predictor.predict_detail(uspecs, n_draws)
-    rows = np.array([uniq[s.kernel_id] for s in specs], dtype=int)
+        unique.setdefault(s.kernel_id, s)  # one kernel_id is one signature: any occurrence will do
+    detail, draws = predictor.predict_detail(list(unique.values()), n_draws)
+    position = {kernel_id: i for i, kernel_id in enumerate(unique)}
+    rows = np.array([position[s.kernel_id] for s in specs], dtype=int)
     frame = detail.iloc[rows].reset_index(drop=True)
     frame.insert(0, KERNEL_ID, [s.kernel_id for s in specs])
     frame.insert(1, OP_TYPE, [s.op_type for s in specs])
@@ -175,7 +96,7 @@ def compose(specs: Sequence[KernelSpec], predictor: KernelPredictor, calibration
 
 def estimate_model(path: str | Path, bundle: PredictorBundle, target: str | None = None,
                    input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> ModelEstimate:
-    """Predict a model file's latency on the bundle's device: ORT kernel graph -> kernels -> forests -> alpha*sum+beta."""
+    """A model file's latency on the bundle's device: ORT kernel graph -> kernels -> forests -> alpha*sum+beta."""
     from hase.kernels import graph, split
 
     t0 = time.perf_counter()
@@ -185,7 +106,7 @@ def estimate_model(path: str | Path, bundle: PredictorBundle, target: str | None
     if not nodes:
         raise HaseError(f"{path}: ONNX Runtime's optimized graph has no nodes to predict")
     t1 = time.perf_counter()
-    cal = Calibration.from_dict(bundle.calibration(target))
+    cal = bundle.calibration(target)
     frame, total, latency, low, high = compose([n.spec for n in nodes], bundle.predictors[target], cal)
     frame.insert(0, NODE_NAME, [n.node_name for n in nodes])
     t2 = time.perf_counter()
@@ -193,9 +114,34 @@ def estimate_model(path: str | Path, bundle: PredictorBundle, target: str | None
                          {"graph_s": t1 - t0, "predict_s": t2 - t1})
 
 
+@dataclass(frozen=True)
+class PredictFailure:
+    """A model that could not be predicted, with the one-line reason (batch prediction reports it and goes on)."""
+
+    model: str
+    error: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """What `hase predict --json` prints for the model."""
+        return {"model": self.model, "error": self.error}
+
+
+ModelResult = ModelEstimate | PredictFailure
+
+
+def estimate_models(paths: Sequence[str | Path], bundle: PredictorBundle, target: str | None = None,
+                    input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> list[ModelResult]:
+    """`estimate_model` for each file, in order; a file that fails with a HaseError becomes a PredictFailure."""
+    results: list[ModelResult] = []
+    for path in paths:
+        try:
+            results.append(estimate_model(path, bundle, target, input_shapes))
+        except HaseError as exc:
+            results.append(PredictFailure(str(path), str(exc)))
+    return results
+
+
 def predict_model_latency(path: Path, device: str = "cpu-1t", predictors_dir: str | Path | None = None) -> float:
     """Calibrated predicted latency (ms) of an ONNX model on `device`, with its default target."""
-    from hase.predict.predictor import load_bundle, predictor_dir
-
     bundle = load_bundle(predictor_dir(device, predictors_dir), ["default"])
     return estimate_model(path, bundle).latency_ms

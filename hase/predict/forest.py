@@ -15,8 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 if TYPE_CHECKING:  # pragma: no cover
+    from sklearn.ensemble import RandomForestRegressor
+
     from hase.predict.features import FeatureFamily
 
 TREE_LEAF = -1  # scikit-learn's marker of a leaf in children_left / children_right
@@ -29,12 +32,12 @@ class PackedForest:
     Leaves point to themselves, so walking `depth` steps from every root lands every sample on its leaf.
     """
 
-    left: np.ndarray       # int32, child when x[feature] <= threshold
-    right: np.ndarray      # int32, child otherwise
-    feature: np.ndarray    # int32, 0 at leaves (never read there)
-    threshold: np.ndarray  # float64, as scikit-learn stores it
-    value: np.ndarray      # float64, the leaf prediction
-    roots: np.ndarray      # int32, one per tree
+    left: NDArray[np.int32]         # child when x[feature] <= threshold
+    right: NDArray[np.int32]        # child otherwise
+    feature: NDArray[np.int32]      # 0 at leaves (never read there)
+    threshold: NDArray[np.float64]  # as scikit-learn stores it
+    value: NDArray[np.float64]      # the leaf prediction
+    roots: NDArray[np.int32]        # one per tree
     depth: int
     n_features: int
 
@@ -48,9 +51,9 @@ class PackedForest:
         """Nodes of all trees together (what the file size follows)."""
         return len(self.left)
 
-    def predict_trees(self, X: np.ndarray) -> np.ndarray:
+    def predict_trees(self, features: ArrayLike) -> NDArray[np.float64]:
         """Every tree's prediction for every row of X: shape (n_trees, n_samples)."""
-        X = np.asarray(X, dtype=np.float32)
+        X = np.asarray(features, dtype=np.float32)
         if X.ndim != 2 or X.shape[1] != self.n_features:
             raise ValueError(f"expected {self.n_features} features, got array of shape {X.shape}")
         n = len(X)
@@ -64,7 +67,7 @@ class PackedForest:
         return self.value[node].reshape(self.n_trees, n)
 
 
-def pack_forest(forest) -> PackedForest:
+def pack_forest(forest: RandomForestRegressor) -> PackedForest:
     """Pack a fitted RandomForestRegressor (single output) into a PackedForest."""
     lefts, rights, feats, thrs, vals, roots = [], [], [], [], [], []
     offset, depth = 0, 0
@@ -96,23 +99,29 @@ class Member:
     """
 
     family: str
-    forest: PackedForest | None
+    forest: PackedForest
     base: tuple[float, float, float]
     floor_ms: float
 
-    def base_ms(self, X: np.ndarray, fam: FeatureFamily) -> np.ndarray:
+    def base_ms(self, X: NDArray[np.float32], fam: FeatureFamily) -> NDArray[np.float64]:
         """The linear cost of each row of X (ones where the member has no base)."""
-        cols = fam.column_names
-        flops, nbytes = X[:, cols.index("flops")].astype(float), X[:, cols.index("bytes")].astype(float)
-        a, b, c = self.base
-        if a == b == c == 0.0:
-            return np.ones(len(X))
-        return np.maximum(a * flops + b * nbytes + c, self.floor_ms)
+        return linear_base_ms(X, fam, self.base, self.floor_ms)
 
 
-def fit_base(X: np.ndarray, y: np.ndarray, fam: FeatureFamily) -> tuple[float, float, float]:
+def linear_base_ms(X: NDArray[np.float32], fam: FeatureFamily, base: tuple[float, float, float],
+                   floor_ms: float) -> NDArray[np.float64]:
+    """a*flops + b*bytes + c of each row of X, at least `floor_ms` (ones when a = b = c = 0: no base)."""
+    cols = fam.column_names
+    flops, nbytes = X[:, cols.index("flops")].astype(float), X[:, cols.index("bytes")].astype(float)
+    a, b, c = base
+    if a == b == c == 0.0:
+        return np.ones(len(X))
+    return np.maximum(a * flops + b * nbytes + c, floor_ms)
+
+
+def fit_base(X: NDArray[np.float32], y: NDArray[np.float64], fam: FeatureFamily) -> tuple[float, float, float]:
     """Non-negative a, b, c minimising the relative error of a*flops + b*bytes + c against y."""
-    from scipy.optimize import nnls
+    from scipy.optimize import nnls  # type: ignore[import-untyped]  # scipy-stubs is not installed
 
     cols = fam.column_names
     A = np.column_stack([X[:, cols.index("flops")], X[:, cols.index("bytes")], np.ones(len(X))]).astype(float)

@@ -1,16 +1,15 @@
-"""`hase train`: measurements of one device -> evaluated, calibrated kernel predictors on disk.
+"""`hase train`: measurements of one device -> cross-validated, calibrated kernel predictors on disk.
 
 Steps: read the device's measurements; for every target, hold out each model family in turn
-(leave-family-out) to score every calibration form; pick the default target and each target's
-calibration by held-out RMSPE; fit the final forests on all families; fit the FLOPs baselines; write
-the predictor directory (joblib files, CSV tables of the evaluation, manifest.json).
+(`hase.predict.crossval`) to score every calibration candidate; pick the default target and each
+target's calibration by held-out RMSPE; fit the final forests on all families; fit the FLOPs
+baselines; write the predictor directory (joblib files, CSV tables of the folds, manifest.json).
 """
 from __future__ import annotations
 
 import dataclasses
-import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,23 +17,26 @@ from typing import Any
 import pandas as pd
 
 from hase.errors import HaseError
-from hase.measure.collect import load_toml
+from hase.files import load_toml
+from hase.predict import baselines as B
+from hase.predict import crossval as CV
 from hase.predict import dataset as D
-from hase.predict import evaluate as E
-from hase.predict.estimate import Calibration, fit_calibration
-from hase.predict.predictor import (
-    KernelPredictor,
+from hase.predict.bundle import (
+    BASELINES_CSV,
+    CV_KERNELS_CSV,
+    CV_MODELS_CSV,
     feature_schema,
     library_versions,
     read_manifest,
     save_bundle,
     schema_sha,
 )
+from hase.predict.calibration import Calibration, fit_calibration
+from hase.predict.manifest import CalibrationEntry, Manifest, Records, TargetEntry, TrainingData, device_meta_from_dict
+from hase.predict.metrics import grouped_metrics, score
+from hase.predict.predictor import KEY, PRED_MS, KernelPredictor
 
-log = logging.getLogger(__name__)
-
-CV_MODELS, CV_KERNELS, BASELINES = "cv_models.csv", "cv_kernels.csv", "baselines.csv"
-Progress = Callable[[str], None]
+EVALUATION = "leave-family-out: each family held out in turn (kernels and models), then scored"
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ class TrainConfig:
 
 def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
     """Read configs/predictor.toml; unknown keys and bad values are HaseErrors naming the fix."""
-    raw = load_toml(path)
+    raw = load_toml(path, "predictor config")
     training = dict(raw.get("training", {}))
     known = {f.name for f in dataclasses.fields(TrainConfig)} - {"forest", "aliases"}
     unknown = set(training) - known
@@ -89,57 +91,61 @@ class TrainResult:
     default_target: str
     scores: pd.DataFrame
     baselines: pd.DataFrame
-    manifest: dict[str, Any]
+    manifest: Manifest
     wall_s: float
 
 
 def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device: str | None = None,
-          progress: Progress | None = None) -> TrainResult:
-    """Train, evaluate (leave-family-out) and save the predictors of one device configuration."""
+          progress: CV.Progress | None = None) -> TrainResult:
+    """Train, cross-validate (leave-family-out) and save the predictors of one device configuration."""
     t0 = time.perf_counter()
     data = D.load_device_data(store_path, device)
     if len(data.families) < 2:
         raise HaseError(f"the store has one model family ({data.families}): leave-family-out evaluation needs two "
                         f"or more; collect more of the zoo with `make collect`")
-    cv_models, cv_kernels = [], []
-    for target in cfg.targets:
-        m, k = E.leave_family_out(data, target, lambda: cfg.predictor(cv=True), cfg.calibrate_on, progress)
-        cv_models.append(m)
-        cv_kernels.append(k)
-    held = pd.concat(cv_models, ignore_index=True)
-    scores = E.candidate_scores(held)
-    best = scores.groupby(E.TARGET).head(1).set_index(E.TARGET)
+    held, kernels = _cross_validate(data, cfg, progress)
+    scores = CV.candidate_scores(held)
+    best = scores.groupby(CV.TARGET).head(1).set_index(CV.TARGET)
     default_target = str(best["rmspe"].idxmin())
     finals, entries, train_rows = {}, {}, []
     for target in cfg.targets:
         if progress:
             progress(f"{target}: final forests on all families")
-        form, _, fitter = str(best.loc[target, E.CALIBRATION]).partition("/")
-        pred, cal, fit_data = _final(data, target, cfg, form, fitter or "none")
+        pred, cal, fit_data = _final(data, target, cfg, str(best.loc[target, CV.CALIBRATION]))
         finals[target] = pred
-        train_rows.append(E.in_sample(data, target, pred, cal))
-        entries[target] = _target_entry(target, pred, cal, fit_data, scores, held, cv_kernels, train_rows[-1])
-    baselines = E.baseline_lofo(data)
-    all_models = pd.concat([held, *train_rows], ignore_index=True)
-    kernels = pd.concat([k for k in cv_kernels if len(k)], ignore_index=True)
+        train_rows.append(CV.in_sample(data, target, pred, cal))
+        entries[target] = _target_entry(target, pred, CalibrationEntry(cal, _records(fit_data)), scores, held,
+                                        kernels, train_rows[-1])
+    baselines = B.baseline_lofo(data)
     manifest = _manifest(data, store_path, cfg, default_target, entries, baselines)
     saved = {t: p for t, p in finals.items() if cfg.save_targets == "all" or t == default_target}
+    all_models = pd.concat([held, *train_rows], ignore_index=True)
     out = save_bundle(Path(out_root) / data.device, manifest, saved,
-                      {CV_MODELS: all_models, CV_KERNELS: kernels, BASELINES: baselines})
-    manifest = read_manifest(out)  # as written, with file hashes (and verified once)
-    return TrainResult(data.device, out, default_target, scores, E.baseline_scores(baselines), manifest,
-                       time.perf_counter() - t0)
+                      {CV_MODELS_CSV: all_models, CV_KERNELS_CSV: kernels, BASELINES_CSV: baselines})
+    return TrainResult(data.device, out, default_target, scores, B.baseline_scores(baselines),
+                       read_manifest(out), time.perf_counter() - t0)  # the manifest as written, verified once
 
 
-def _final(data: D.DeviceData, target: str, cfg: TrainConfig, form: str,
-           fitter: str) -> tuple[KernelPredictor, Calibration, pd.DataFrame]:
-    ids = data.models[D.MODEL_ID]
-    pred = E.fit_predictor(data, target, ids, lambda: cfg.predictor(cv=False))
-    sums = (E.measured_sum(data, target, ids) if cfg.calibrate_on == "measured"
-            else E.model_predictions(data, pred, ids)[E.SUM_PRED_MS])
+def _cross_validate(data: D.DeviceData, cfg: TrainConfig,
+                    progress: CV.Progress | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Leave-family-out model rows and unseen-kernel rows of every target, each concatenated."""
+    models, kernels = [], []
+    for target in cfg.targets:
+        m, k = CV.leave_family_out(data, target, lambda: cfg.predictor(cv=True), cfg.calibrate_on, progress)
+        models.append(m)
+        kernels.append(k)
+    return pd.concat(models, ignore_index=True), pd.concat([k for k in kernels if len(k)], ignore_index=True)
+
+
+def _final(data: D.DeviceData, target: str, cfg: TrainConfig,
+           candidate: str) -> tuple[KernelPredictor, Calibration, pd.DataFrame]:
+    """The predictor on all families, its calibration `candidate` (form/fitter) and the calibration's fit data."""
+    form, _, fitter = candidate.partition("/")
+    ids = list(data.models[D.MODEL_ID])
+    pred = CV.fit_predictor(data, target, ids, lambda: cfg.predictor(cv=False))
+    sums = CV.calibration_sums(data, target, pred, ids, cfg.calibrate_on)
     m = data.models.set_index(D.MODEL_ID)
-    sums = sums.reindex(m.index)
-    cal = fit_calibration(sums.to_numpy(), m[D.N_KERNELS], m[D.MEASURED_MS], form, fitter)
+    cal = fit_calibration(sums, m[D.N_KERNELS], m[D.MEASURED_MS], form, fitter or "none")
     fit = pd.DataFrame({D.FAMILY: m[D.FAMILY], "sum_ms": sums, D.N_KERNELS: m[D.N_KERNELS],
                         D.MEASURED_MS: m[D.MEASURED_MS]})
     fit["fitted_ms"] = cal.apply(fit["sum_ms"], fit[D.N_KERNELS])
@@ -147,40 +153,37 @@ def _final(data: D.DeviceData, target: str, cfg: TrainConfig, form: str,
     return pred, cal, fit.reset_index()
 
 
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return frame.round(6).to_dict("records")
+def _records(frame: pd.DataFrame) -> Records:
+    """A table as manifest records, numbers rounded to 6 decimals."""
+    return tuple({str(k): v for k, v in row.items()} for row in frame.round(6).to_dict("records"))
 
 
-def _target_entry(target: str, pred: KernelPredictor, cal: Calibration, fit: pd.DataFrame, scores: pd.DataFrame,
-                  held: pd.DataFrame, cv_kernels: list[pd.DataFrame], train_rows: pd.DataFrame) -> dict[str, Any]:
-    mine = held[(held[E.TARGET] == target) & (held[E.CALIBRATION] == cal.name)]
-    kern = pd.concat([k for k in cv_kernels if len(k) and k[E.TARGET].iloc[0] == target] or [pd.DataFrame()])
-    per_key = E.grouped_metrics(kern, "key", E.Y_MS, "pred_ms") if len(kern) else pd.DataFrame()
-    return {
-        "doc": D.TARGET_DOC[target],
-        "calibration": {**cal.to_dict(), "name": cal.name, "fit_data": _records(fit)},
-        "calibration_candidates": _records(scores[scores[E.TARGET] == target].drop(columns=[E.TARGET])),
-        "held_out": E.metrics(mine[D.MEASURED_MS], mine["pred_ms"]),
-        "held_out_by_family": _records(E.grouped_metrics(mine, D.FAMILY, D.MEASURED_MS, "pred_ms")),
-        "held_out_raw_sum": E.metrics(mine[D.MEASURED_MS], mine[E.SUM_PRED_MS]),
-        "train": E.metrics(train_rows[D.MEASURED_MS], train_rows["pred_ms"]),
-        "kernels_held_out": E.metrics(kern[E.Y_MS], kern["pred_ms"]) if len(kern) else {},
-        "kernels_held_out_by_key": _records(per_key),
-        "predictor": pred.summary(),
-    }
+def _target_entry(target: str, pred: KernelPredictor, cal: CalibrationEntry, scores: pd.DataFrame,
+                  held: pd.DataFrame, kernels: pd.DataFrame, train_rows: pd.DataFrame) -> TargetEntry:
+    """A target's manifest entry: its calibration, held-out and in-sample scores, and its forests."""
+    mine = held[(held[CV.TARGET] == target) & (held[CV.CALIBRATION] == cal.calibration.name)]
+    kern = kernels[kernels[CV.TARGET] == target]
+    return TargetEntry(
+        doc=D.TARGET_DOC[target], calibration=cal,
+        calibration_candidates=_records(scores[scores[CV.TARGET] == target].drop(columns=[CV.TARGET])),
+        held_out=score(mine[D.MEASURED_MS], mine[PRED_MS]),
+        held_out_by_family=_records(grouped_metrics(mine, D.FAMILY, D.MEASURED_MS, PRED_MS)),
+        held_out_raw_sum=score(mine[D.MEASURED_MS], mine[CV.SUM_PRED_MS]),
+        train=score(train_rows[D.MEASURED_MS], train_rows[PRED_MS]),
+        kernels_held_out=score(kern[CV.Y_MS], kern[PRED_MS]) if len(kern) else None,
+        kernels_held_out_by_key=_records(grouped_metrics(kern, KEY, CV.Y_MS, PRED_MS)) if len(kern) else (),
+        predictor=pred.summary())
 
 
 def _manifest(data: D.DeviceData, store_path: str | Path, cfg: TrainConfig, default_target: str,
-              entries: dict[str, Any], baselines: pd.DataFrame) -> dict[str, Any]:
+              entries: Mapping[str, TargetEntry], baselines: pd.DataFrame) -> Manifest:
+    """The manifest of a freshly trained device (its file hashes are added when it is saved)."""
     schema = feature_schema()
-    return {
-        "device": data.device, "device_meta": data.meta, "fixed_cost_ms": data.fixed_cost_ms,
-        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "library_versions": library_versions(),
-        "feature_schema": schema, "feature_schema_sha": schema_sha(schema), "default_target": default_target,
-        "training_data": {"store": str(store_path), "n_models": len(data.models), "families": data.families,
-                          "n_kernels": len(data.kernels), "n_nodes": len(data.nodes)},
-        "config": {k: v for k, v in dataclasses.asdict(cfg).items()},
-        "evaluation": "leave-family-out: each family held out in turn (kernels and models), then scored",
-        "targets": entries,
-        "baselines_held_out": _records(E.baseline_scores(baselines)),
-    }
+    return Manifest(
+        device=data.device, device_meta=device_meta_from_dict(data.meta), fixed_cost_ms=data.fixed_cost_ms,
+        created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), library_versions=library_versions(),
+        feature_schema=schema, feature_schema_sha=schema_sha(schema), default_target=default_target,
+        training_data=TrainingData(str(store_path), len(data.models), tuple(data.families), len(data.kernels),
+                                   len(data.nodes)),
+        config=dataclasses.asdict(cfg), evaluation=EVALUATION, targets=dict(entries),
+        baselines_held_out=_records(B.baseline_scores(baselines)))

@@ -1,34 +1,24 @@
-"""ONNX Runtime profile JSON -> events DataFrame -> per-node spans and a per-run time decomposition.
+"""The events DataFrame of an ORT profile -> per-node spans and a per-run time decomposition.
 
-Pure functions: nothing here runs a model or prints (`hase.profiling.run` produces profiles,
-`hase.profiling.perfetto` exports them for Perfetto). `diagnose` turns a decomposition into plain-language findings.
+Pure functions: nothing here reads files, runs a model or prints (`hase.profiling.events` reads profiles,
+`hase.profiling.run` produces them, `hase.profiling.perfetto` exports them for Perfetto,
+`hase.profiling.findings.diagnose` turns a decomposition into plain-language findings).
 ORT profiles are in microseconds, and so is every figure here (`*_us`).
 """
 from __future__ import annotations
-
-import json
-import logging
-import os
-from collections.abc import Iterable, Mapping
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from hase.errors import HaseError
+from hase.profiling import events as E
+from hase.tables import require_columns
 
-log = logging.getLogger(__name__)
+# ---------------------------------------------------------------- column names
 
-# ---------------------------------------------------------------- column names (one place)
-
-CAT, NAME, PH, TS_US, DUR_US, PID, TID = "cat", "name", "ph", "ts_us", "dur_us", "pid", "tid"
-NODE_NAME, EVENT_KIND, OP_TYPE, PROVIDER = "node_name", "event_kind", "op_type", "provider"
-NODE_INDEX, RUN_ID = "node_index", "run_id"
-INPUT_TYPE_SHAPE, OUTPUT_TYPE_SHAPE = "input_type_shape", "output_type_shape"
-EVENT_COLUMNS = (CAT, NAME, PH, TS_US, DUR_US, PID, TID, NODE_NAME, EVENT_KIND, OP_TYPE, PROVIDER,
-                 NODE_INDEX, RUN_ID, INPUT_TYPE_SHAPE, OUTPUT_TYPE_SHAPE)
-
+# columns these tables share with the events DataFrame (defined in hase.profiling.events)
+NODE_NAME, OP_TYPE, PROVIDER, NODE_INDEX = E.NODE_NAME, E.OP_TYPE, E.PROVIDER, E.NODE_INDEX
+RUN_ID, TS_US, DUR_US, TID = E.RUN_ID, E.TS_US, E.DUR_US, E.TID
 # node_spans columns (besides RUN_ID, NODE_NAME, TID, OP_TYPE, PROVIDER, NODE_INDEX, TS_US)
 CALL, END_US, SPAN_US, KERNEL_TIME_US, SPAN_SOURCE, NESTED = (
     "call", "end_us", "span_us", "kernel_time_us", "span_source", "nested")
@@ -36,16 +26,8 @@ CALL, END_US, SPAN_US, KERNEL_TIME_US, SPAN_SOURCE, NESTED = (
 N_RUNS, N_NODES, KERNEL_TIME_SHARE = "n_runs", "n_nodes", "kernel_time_share"
 # node_gaps columns (besides RUN_ID, TS_US, DUR_US)
 AFTER_NODE, BEFORE_NODE = "after_node", "before_node"
-
-# event_kind values
-KERNEL_TIME, FENCE_BEFORE, FENCE_AFTER = "kernel_time", "fence_before", "fence_after"
-MODEL_RUN, EXECUTE, SESSION, OTHER = "model_run", "execute", "session", "other"
-NODE_KINDS = (FENCE_BEFORE, KERNEL_TIME, FENCE_AFTER)
-_SUFFIXES = {"_kernel_time": KERNEL_TIME, "_fence_before": FENCE_BEFORE, "_fence_after": FENCE_AFTER}
-
-CPU_PROVIDER = "CPUExecutionProvider"
-MEMCPY_OPS = ("MemcpyToHost", "MemcpyFromHost")
-HASE_CAT = "hase"  # category of Hase-derived events in exported traces; ignored when read back
+FENCE = "fence"  # span_source of a node span measured from its fences (else "kernel_time")
+_EVENTS_HOW = "build it with hase.profiling.events.load_profile or parse_events"
 
 # ---------------------------------------------------------------- decomposition metrics
 
@@ -76,125 +58,6 @@ COUNT_COLUMNS = (N_NODES, N_NESTED_NODES, N_FENCED_NODES, N_MEMCPY_NODES)
 DECOMPOSITION_COLUMNS = (RUN_ID, *METRICS, *COUNT_COLUMNS)
 
 
-# ---------------------------------------------------------------- loading
-
-
-def load_profile(path: str | os.PathLike) -> pd.DataFrame:
-    """Read an ORT profiler JSON file (a list of Chrome trace events, or `{"traceEvents": [...]}`).
-
-    Raises HaseError for a missing, non-JSON or truncated file, or one without trace events.
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise HaseError(f"profile file not found: {p} (check the path)")
-    try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise HaseError(f"{p} is not a JSON text file: pass the .json file ONNX Runtime's profiler wrote") from exc
-    except json.JSONDecodeError as exc:
-        raise HaseError(f"{p} is not valid JSON ({exc.msg} at line {exc.lineno}): pass a complete ORT profile "
-                        f"(a truncated file means the session did not call end_profiling())") from exc
-    if isinstance(raw, dict):
-        raw = raw.get("traceEvents")
-    if not isinstance(raw, list):
-        raise HaseError(f"{p} holds no trace events: expected a JSON list of events or {{\"traceEvents\": [...]}}")
-    return parse_events(raw, source=str(p))
-
-
-def parse_events(records: Iterable[Mapping[str, Any]], source: str = "profile") -> pd.DataFrame:
-    """Chrome trace event dicts (ORT's `ph: "X"` events) -> the events DataFrame (`EVENT_COLUMNS`).
-
-    Example: `{"cat": "Node", "name": "conv1_kernel_time", "ts": 10, "dur": 5, "args": {"op_name": "Conv"}}`
-    becomes a row with node_name `conv1`, event_kind `kernel_time`, op_type `Conv`, ts_us 10, dur_us 5,
-    and run_id set to the model_run it falls into (-1 outside runs, e.g. session_initialization).
-    """
-    rows = []
-    for i, ev in enumerate(records):
-        if not isinstance(ev, Mapping):
-            raise HaseError(f"{source}: event #{i} is not a JSON object: pass an ORT profile file")
-        if ev.get("ph", "X") != "X" or ev.get("cat") == HASE_CAT:
-            continue  # metadata and Hase-derived events of an exported trace
-        rows.append(_row(ev, i, source))
-    if not rows:
-        raise HaseError(f"{source} has no complete ('ph': 'X') trace events: is it an ONNX Runtime profile?")
-    df = pd.DataFrame(rows, columns=[c for c in EVENT_COLUMNS if c != RUN_ID])
-    df = df.sort_values(TS_US, kind="stable").reset_index(drop=True)
-    df = _fill_node_fields(df)
-    df[RUN_ID] = _run_ids(df)
-    return df[list(EVENT_COLUMNS)]
-
-
-def _row(ev: Mapping[str, Any], i: int, source: str) -> tuple:
-    name = str(ev.get("name", ""))
-    cat = str(ev.get("cat", ""))
-    args = ev.get("args") or {}
-    try:
-        ts, dur = float(ev["ts"]), float(ev.get("dur", 0.0))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise HaseError(f"{source}: event #{i} ({name!r}) has no numeric ts/dur: pass an ORT profile file") from exc
-    node_name, kind = _classify(cat, name)
-    shapes = [json.dumps(args[k], separators=(",", ":")) if k in args else "" for k in
-              ("input_type_shape", "output_type_shape")]
-    return (cat, name, str(ev.get("ph", "X")), ts, dur, _int(ev.get("pid")), _int(ev.get("tid")), node_name,
-            kind, str(args.get("op_name", "")), str(args.get("provider", "")), _int(args.get("node_index")),
-            *shapes)
-
-
-def _classify(cat: str, name: str) -> tuple[str, str]:
-    """(node_name, event_kind) of an event from its category and name."""
-    if cat == "Node":
-        for suffix, kind in _SUFFIXES.items():
-            if name.endswith(suffix):
-                return name[: -len(suffix)], kind
-        return "", OTHER
-    if name == MODEL_RUN:
-        return "", MODEL_RUN
-    if "Executor::Execute" in name:  # SequentialExecutor::Execute, ParallelExecutor::Execute, ...
-        return "", EXECUTE
-    return "", SESSION if cat == "Session" else OTHER
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return -1
-
-
-def _fill_node_fields(df: pd.DataFrame) -> pd.DataFrame:
-    """Fence events carry only op_name: give them the provider and node index of their kernel_time."""
-    kt = df[df[EVENT_KIND] == KERNEL_TIME].drop_duplicates(NODE_NAME).set_index(NODE_NAME)
-    fence = df[EVENT_KIND].isin((FENCE_BEFORE, FENCE_AFTER))
-    for col, missing in ((PROVIDER, ""), (NODE_INDEX, -1), (OP_TYPE, "")):
-        fill = fence & (df[col] == missing)
-        if fill.any():
-            values = df.loc[fill, NODE_NAME].map(kt[col]).fillna(missing)
-            df.loc[fill, col] = values.astype(df[col].dtype).to_numpy()
-    return df
-
-
-def _run_ids(df: pd.DataFrame) -> np.ndarray:
-    """Index of the model_run whose [start, end] holds each event's start; -1 outside every run."""
-    runs = df[df[EVENT_KIND] == MODEL_RUN]
-    if runs.empty:
-        return np.full(len(df), -1, dtype=int)
-    starts = runs[TS_US].to_numpy()
-    ends = starts + runs[DUR_US].to_numpy()
-    if np.any(starts[1:] < ends[:-1]):
-        log.warning("model_run events overlap (concurrent session.run calls): run_id follows start order")
-    ts = df[TS_US].to_numpy()
-    idx = np.searchsorted(starts, ts, side="right") - 1
-    inside = (idx >= 0) & (ts <= ends[np.clip(idx, 0, None)])
-    return np.where(inside, idx, -1).astype(int)
-
-
-def require_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
-    """Raise HaseError naming the missing columns, so a wrong DataFrame fails at the entry point."""
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise HaseError(f"{what} lacks columns {missing}: build it with hase.profiling.decompose.load_profile/parse_events")
-
-
 # ---------------------------------------------------------------- per-node spans
 
 
@@ -207,17 +70,17 @@ def node_spans(events: pd.DataFrame) -> pd.DataFrame:
     in one run (Loop bodies); `nested` marks nodes inside another node's span on the same thread
     (subgraph nodes of If/Loop/Scan), which the sums below leave out to avoid counting them twice.
     """
-    require_columns(events, EVENT_COLUMNS, "events")
-    ev = events[events[EVENT_KIND].isin(NODE_KINDS) & (events[RUN_ID] >= 0)].copy()
-    ev[CALL] = ev.groupby([RUN_ID, NODE_NAME, EVENT_KIND]).cumcount()
+    require_columns(events, E.EVENT_COLUMNS, "events", _EVENTS_HOW)
+    ev = events[events[E.EVENT_KIND].isin(E.NODE_KINDS) & (events[RUN_ID] >= 0)].copy()
+    ev[CALL] = ev.groupby([RUN_ID, NODE_NAME, E.EVENT_KIND]).cumcount()
     ev[END_US] = ev[TS_US] + ev[DUR_US]
-    ev["_fence"] = ev[EVENT_KIND] != KERNEL_TIME
+    ev["_fence"] = ev[E.EVENT_KIND] != E.KERNEL_TIME
     key = [RUN_ID, NODE_NAME, CALL]
     bounds = ev.groupby(key).agg(_start=(TS_US, "min"), _end=(END_US, "max"), _fence=("_fence", "any"))
-    kt = ev[ev[EVENT_KIND] == KERNEL_TIME].set_index(key)
+    kt = ev[ev[E.EVENT_KIND] == E.KERNEL_TIME].set_index(key)
     out = kt[[TID, OP_TYPE, PROVIDER, NODE_INDEX]].join(bounds, how="left")
     out[KERNEL_TIME_US] = kt[DUR_US]
-    out[SPAN_SOURCE] = np.where(out["_fence"], "fence", KERNEL_TIME)
+    out[SPAN_SOURCE] = np.where(out["_fence"], FENCE, E.KERNEL_TIME)
     out[TS_US] = np.where(out["_fence"], out["_start"], kt[TS_US])
     out[END_US] = np.where(out["_fence"], out["_end"], kt[END_US])
     out[SPAN_US] = out[END_US] - out[TS_US]
@@ -290,16 +153,16 @@ def decompose(events: pd.DataFrame, skip_runs: int = 0) -> pd.DataFrame:
     Example: a run of 1000 µs whose Execute starts at +100 and lasts 800 -> before_execute_us 100,
     after_execute_us 100.
     """
-    require_columns(events, EVENT_COLUMNS, "events")
-    runs = _runs_from(events[events[EVENT_KIND] == MODEL_RUN], skip_runs)
+    require_columns(events, E.EVENT_COLUMNS, "events", _EVENTS_HOW)
+    runs = _runs_from(events[events[E.EVENT_KIND] == E.MODEL_RUN], skip_runs)
     if runs.empty:
-        n = int((events[EVENT_KIND] == MODEL_RUN).sum())
+        n = int((events[E.EVENT_KIND] == E.MODEL_RUN).sum())
         if n == 0:
             raise HaseError("the profile has no model_run events: profile at least one session.run()")
         raise HaseError(f"skip_runs={skip_runs} skips all {n} profiled runs: use a smaller value")
     out = pd.DataFrame({RUN_ID: runs[RUN_ID].to_numpy(), MODEL_RUN_US: runs[DUR_US].to_numpy(),
                         "_run_ts": runs[TS_US].to_numpy()}).set_index(RUN_ID)
-    ex = events[(events[EVENT_KIND] == EXECUTE) & (events[RUN_ID] >= skip_runs)]
+    ex = events[(events[E.EVENT_KIND] == E.EXECUTE) & (events[RUN_ID] >= skip_runs)]
     ex = ex.sort_values(DUR_US, ascending=False, kind="stable").drop_duplicates(RUN_ID).set_index(RUN_ID)
     out[EXECUTE_US] = ex[DUR_US]  # the outermost Execute: subgraphs run nested Executes
     out[BEFORE_EXECUTE_US] = ex[TS_US] - out["_run_ts"]
@@ -323,8 +186,8 @@ def _node_metrics(events: pd.DataFrame, skip_runs: int) -> pd.DataFrame:
         KERNEL_TIME_SUM_US: g[KERNEL_TIME_US].sum(),
         NODE_SPAN_SUM_US: g[SPAN_US].sum(),
         N_NODES: g.size(),
-        N_FENCED_NODES: g[SPAN_SOURCE].agg(lambda s: int((s == "fence").sum())),
-        N_MEMCPY_NODES: g[OP_TYPE].agg(lambda s: int(s.isin(MEMCPY_OPS).sum())),
+        N_FENCED_NODES: g[SPAN_SOURCE].agg(lambda s: int((s == FENCE).sum())),
+        N_MEMCPY_NODES: g[OP_TYPE].agg(lambda s: int(s.isin(E.MEMCPY_OPS).sum())),
     })
     m[N_NESTED_NODES] = spans[spans[NESTED]].groupby(RUN_ID).size()
     gaps = node_gaps(events)
@@ -341,7 +204,8 @@ def summarize(decomposition: pd.DataFrame) -> pd.Series:
 
     Example: model_run_us 900, 1000, 1100 in three rows -> model_run_us 1000.0, n_runs 3.
     """
-    require_columns(decomposition, DECOMPOSITION_COLUMNS, "decomposition")
+    require_columns(decomposition, DECOMPOSITION_COLUMNS, "decomposition",
+                    "build it with hase.profiling.decompose.decompose")
     med = decomposition.drop(columns=[RUN_ID]).median(numeric_only=True)
     med[N_RUNS] = len(decomposition)
     return med

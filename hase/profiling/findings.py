@@ -2,15 +2,12 @@
 fallbacks and Memcpy nodes, executor overhead, slow first runs. Pure functions, no printing."""
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 import pandas as pd
 
 from hase.profiling.decompose import (
     AFTER_EXECUTE_US,
     BEFORE_EXECUTE_US,
-    CPU_PROVIDER,
     EXECUTE_OUTSIDE_NODES_US,
     EXECUTE_US,
     KERNEL_TIME_SUM_US,
@@ -24,22 +21,24 @@ from hase.profiling.decompose import (
     NODE_NON_KERNEL_US,
     NODE_OVERLAP_US,
     PROVIDER,
-    require_columns,
 )
+from hase.profiling.events import CPU_PROVIDER
+from hase.tables import require_columns
 
 GPU_WAIT_SHARE = 0.3  # after-Execute share of model_run above which a GPU run is "waiting for the GPU"
 OVERHEAD_SHARE = 0.25  # non-kernel share of model_run above which a CPU run is overhead-heavy
 
 
-def diagnose(summary: Mapping[str, float], providers: pd.DataFrame) -> list[str]:
+def diagnose(summary: pd.Series, providers: pd.DataFrame) -> list[str]:
     """Plain-language findings from a summarized decomposition and `provider_counts`.
 
     Flags the CUDA launch-vs-wait pattern (kernel_time is CPU launch time; the GPU work shows up as
     waiting after Execute), CPU fallback nodes, inserted Memcpy nodes and heavy framework overhead.
     """
-    require_columns(providers, (PROVIDER, N_NODES), "providers")
+    require_columns(providers, (PROVIDER, N_NODES), "providers",
+                    "build it with hase.profiling.decompose.provider_counts")
     run = float(summary[MODEL_RUN_US])
-    counts = dict(zip(providers[PROVIDER], providers[N_NODES]))
+    counts = dict(zip(providers[PROVIDER], providers[N_NODES], strict=True))
     accel = [p for p in counts if p and p != CPU_PROVIDER]
     found = _gpu_findings(summary, accel, run) if accel else _cpu_findings(summary, run)
     if not np.isfinite(summary[EXECUTE_US]):
@@ -61,7 +60,7 @@ def diagnose(summary: Mapping[str, float], providers: pd.DataFrame) -> list[str]
     return found
 
 
-def _gpu_findings(summary: Mapping[str, float], accel: list[str], run: float) -> list[str]:
+def _gpu_findings(summary: pd.Series, accel: list[str], run: float) -> list[str]:
     ep = accel[0].removesuffix("ExecutionProvider") + " EP"
     after, kernel = float(summary[AFTER_EXECUTE_US]), float(summary[KERNEL_TIME_SUM_US])
     head = f"{ep}: kernel_time is CPU launch time, not GPU execution"
@@ -72,7 +71,7 @@ def _gpu_findings(summary: Mapping[str, float], accel: list[str], run: float) ->
             f"nodes that synchronize, not in kernel_time"]
 
 
-def _cpu_findings(summary: Mapping[str, float], run: float) -> list[str]:
+def _cpu_findings(summary: pd.Series, run: float) -> list[str]:
     found = []
     kernel = float(summary[KERNEL_TIME_SUM_US])
     if run > 0 and (run - kernel) / run >= OVERHEAD_SHARE:

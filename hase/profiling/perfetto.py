@@ -9,14 +9,16 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from hase.errors import HaseError
+from hase.files import write_atomic
 from hase.profiling import decompose as P
+from hase.profiling import events as E
+from hase.tables import require_columns
 
 log = logging.getLogger(__name__)
 
@@ -26,22 +28,22 @@ SPANS_TID, GAPS_TID, REGIONS_TID = 1, 2, 3
 
 
 def to_chrome_trace(events: pd.DataFrame, derived: bool = True) -> dict[str, Any]:
-    """The events DataFrame (from `hase.profiling.decompose.load_profile`) as a Perfetto-loadable trace dict.
+    """The events DataFrame (from `hase.profiling.events.load_profile`) as a Perfetto-loadable trace dict.
 
     Example: a `conv1_kernel_time` event on CPUExecutionProvider becomes an `X` event on the track
     "Nodes: CPUExecutionProvider"; with derived=True, a `conv1` span event is added on
     "Hase derived / node spans". Returns `{"traceEvents": [...], "displayTimeUnit": "ms"}`.
     """
-    P.require_columns(events, P.EVENT_COLUMNS, "events")
+    require_columns(events, E.EVENT_COLUMNS, "events", "build it with hase.profiling.events.load_profile")
     tids = _node_tracks(events)
     out = [_meta("process_name", ORT_PID, None, "ONNX Runtime profile"),
            _meta("process_sort_index", ORT_PID, None, 0, key="sort_index"),
            _meta("thread_name", ORT_PID, SESSION_TID, "Session (model_run, Execute)")]
-    for (provider, _tid), (track, label) in tids.items():
+    for track, label in tids.values():
         out.append(_meta("thread_name", ORT_PID, track, label))
     for row in events.itertuples(index=False):
         key = (getattr(row, P.PROVIDER), getattr(row, P.TID))
-        track = tids[key][0] if getattr(row, P.EVENT_KIND) in P.NODE_KINDS else SESSION_TID
+        track = tids[key][0] if getattr(row, E.EVENT_KIND) in E.NODE_KINDS else SESSION_TID
         out.append(_ort_event(row, track))
     if derived:
         out.extend(derived_events(events))
@@ -50,11 +52,11 @@ def to_chrome_trace(events: pd.DataFrame, derived: bool = True) -> dict[str, Any
 
 def _node_tracks(events: pd.DataFrame) -> dict[tuple[str, int], tuple[int, str]]:
     """(provider, ORT thread id) -> (track id, track name); a thread suffix only where a provider has several."""
-    nodes = events[events[P.EVENT_KIND].isin(P.NODE_KINDS)]
+    nodes = events[events[E.EVENT_KIND].isin(E.NODE_KINDS)]
     pairs = nodes[[P.PROVIDER, P.TID]].drop_duplicates().sort_values([P.PROVIDER, P.TID])
     per_provider = pairs.groupby(P.PROVIDER)[P.TID].transform("size")
     tracks = {}
-    for i, (provider, tid, n) in enumerate(zip(pairs[P.PROVIDER], pairs[P.TID], per_provider)):
+    for i, (provider, tid, n) in enumerate(zip(pairs[P.PROVIDER], pairs[P.TID], per_provider, strict=True)):
         label = f"Nodes: {provider or 'unknown provider'}" + (f" (thread {tid})" if n > 1 else "")
         tracks[(provider, tid)] = (SESSION_TID + 1 + i, label)
     return tracks
@@ -74,10 +76,10 @@ def _ort_event(row: Any, track: int) -> dict[str, Any]:
             args[key] = getattr(row, col)
     if getattr(row, P.NODE_INDEX) >= 0:
         args["node_index"] = str(getattr(row, P.NODE_INDEX))
-    for col in (P.INPUT_TYPE_SHAPE, P.OUTPUT_TYPE_SHAPE):
+    for col in (E.INPUT_TYPE_SHAPE, E.OUTPUT_TYPE_SHAPE):
         if getattr(row, col):
             args[col] = json.loads(getattr(row, col))
-    return {"cat": getattr(row, P.CAT), "name": getattr(row, P.NAME), "ph": "X", "pid": ORT_PID, "tid": track,
+    return {"cat": getattr(row, E.CAT), "name": getattr(row, E.NAME), "ph": "X", "pid": ORT_PID, "tid": track,
             "ts": float(getattr(row, P.TS_US)), "dur": float(getattr(row, P.DUR_US)), "args": args}
 
 
@@ -89,53 +91,51 @@ def derived_events(events: pd.DataFrame) -> list[dict[str, Any]]:
            _meta("thread_name", HASE_PID, SPANS_TID, "node spans (fence_before -> fence_after, else kernel_time)"),
            _meta("thread_name", HASE_PID, GAPS_TID, "node gaps (no node running)"),
            _meta("thread_name", HASE_PID, REGIONS_TID, "run regions (before / after Execute)")]
-    for s in P.node_spans(events).itertuples(index=False):
-        out.append(_hase_event(s.node_name, s.ts_us, s.span_us, SPANS_TID, {
-            P.RUN_ID: int(s.run_id), P.OP_TYPE: s.op_type, P.PROVIDER: s.provider, P.SPAN_SOURCE: s.span_source,
-            P.KERNEL_TIME_US: float(s.kernel_time_us), "non_kernel_us": float(s.span_us - s.kernel_time_us),
-            P.NESTED: bool(s.nested)}))
-    for g in P.node_gaps(events).itertuples(index=False):
-        out.append(_hase_event("gap", g.ts_us, g.dur_us, GAPS_TID, {
-            P.RUN_ID: int(g.run_id), P.AFTER_NODE: g.after_node, P.BEFORE_NODE: g.before_node}))
+    for s in P.node_spans(events).to_dict("records"):
+        out.append(_hase_event(s[P.NODE_NAME], s[P.TS_US], s[P.SPAN_US], SPANS_TID, {
+            P.RUN_ID: int(s[P.RUN_ID]), P.OP_TYPE: s[P.OP_TYPE], P.PROVIDER: s[P.PROVIDER],
+            P.SPAN_SOURCE: s[P.SPAN_SOURCE], P.KERNEL_TIME_US: float(s[P.KERNEL_TIME_US]),
+            "non_kernel_us": float(s[P.SPAN_US] - s[P.KERNEL_TIME_US]), P.NESTED: bool(s[P.NESTED])}))
+    for g in P.node_gaps(events).to_dict("records"):
+        out.append(_hase_event("gap", g[P.TS_US], g[P.DUR_US], GAPS_TID, {
+            P.RUN_ID: int(g[P.RUN_ID]), P.AFTER_NODE: g[P.AFTER_NODE], P.BEFORE_NODE: g[P.BEFORE_NODE]}))
     out.extend(_region_events(events))
     return out
 
 
 def _region_events(events: pd.DataFrame) -> list[dict[str, Any]]:
     """'before Execute' and 'after Execute' stretches of every run that has an Execute event."""
-    runs = events[events[P.EVENT_KIND] == P.MODEL_RUN].set_index(P.RUN_ID)
-    ex = events[(events[P.EVENT_KIND] == P.EXECUTE) & (events[P.RUN_ID] >= 0)]
+    runs = events[events[E.EVENT_KIND] == E.MODEL_RUN]
+    run_ts = dict(zip(runs[P.RUN_ID].tolist(), runs[P.TS_US].tolist(), strict=True))
+    run_dur = dict(zip(runs[P.RUN_ID].tolist(), runs[P.DUR_US].tolist(), strict=True))
+    ex = events[(events[E.EVENT_KIND] == E.EXECUTE) & (events[P.RUN_ID] >= 0)]
     ex = ex.sort_values(P.DUR_US, ascending=False, kind="stable").drop_duplicates(P.RUN_ID)
     out = []
-    for e in ex.itertuples(index=False):
-        run_id = int(getattr(e, P.RUN_ID))
-        run_ts, run_dur = float(runs.at[run_id, P.TS_US]), float(runs.at[run_id, P.DUR_US])
-        ex_ts, ex_end = float(getattr(e, P.TS_US)), float(getattr(e, P.TS_US) + getattr(e, P.DUR_US))
+    for e in ex.to_dict("records"):
+        run_id = int(e[P.RUN_ID])
+        ts, end = float(run_ts[run_id]), float(run_ts[run_id] + run_dur[run_id])
+        ex_ts, ex_end = float(e[P.TS_US]), float(e[P.TS_US] + e[P.DUR_US])
         args = {P.RUN_ID: run_id}
-        out.append(_hase_event("before Execute", run_ts, ex_ts - run_ts, REGIONS_TID, args))
-        out.append(_hase_event("after Execute", ex_end, run_ts + run_dur - ex_end, REGIONS_TID, args))
+        out.append(_hase_event("before Execute", ts, ex_ts - ts, REGIONS_TID, args))
+        out.append(_hase_event("after Execute", ex_end, end - ex_end, REGIONS_TID, args))
     return out
 
 
 def _hase_event(name: str, ts_us: float, dur_us: float, tid: int, args: dict[str, Any]) -> dict[str, Any]:
-    return {"cat": P.HASE_CAT, "name": name, "ph": "X", "pid": HASE_PID, "tid": tid, "ts": float(ts_us),
+    return {"cat": E.HASE_CAT, "name": name, "ph": "X", "pid": HASE_PID, "tid": tid, "ts": float(ts_us),
             "dur": max(float(dur_us), 0.0), "args": args}
 
 
-def write_chrome_trace(trace: dict[str, Any], path: str | os.PathLike) -> Path:
-    """Write a trace dict as JSON atomically (temp file + os.replace), so a reader never sees half a file."""
-    p = Path(path)
+def write_chrome_trace(trace: dict[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write a Chrome-trace dict (a profile's, or a pipeline run's) as JSON atomically, so a reader never sees
+    half a file; values JSON cannot hold (paths, versions) are written as strings.
+
+    Raises HaseError when the file cannot be written.
+    """
+    text = json.dumps(trace, separators=(",", ":"), default=str)
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(trace, f, separators=(",", ":"))
-            os.replace(tmp, p)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        p = write_atomic(path, text)
     except OSError as exc:
-        raise HaseError(f"cannot write the trace to {p} ({exc.strerror or exc}): choose another --out-trace") from exc
+        raise HaseError(f"cannot write the trace to {path} ({exc.strerror or exc}): choose another path") from exc
     log.debug("wrote %d trace events to %s", len(trace.get("traceEvents", [])), p)
     return p

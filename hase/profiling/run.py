@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import onnx
 import pandas as pd
 
-from hase.errors import HaseError
+from hase.errors import HaseError, first_line
 from hase.measure import runtime
-from hase.measure.runtime import EPConfig, Timing
+from hase.measure.types import EPConfig, Timing
 from hase.profiling import decompose as P
+from hase.profiling.events import load_profile
 from hase.profiling.findings import diagnose, warmup_finding
 
 log = logging.getLogger(__name__)
@@ -44,12 +46,12 @@ class ProfileResult:
 
 
 def profile_model(
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     ep: EPConfig,
     runs: int = 10,
     warmup: int = 3,
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
-    workdir: str | os.PathLike | None = None,
+    workdir: str | os.PathLike[str] | None = None,
     seed: int = 0,
 ) -> ProfileResult:
     """Run `warmup` + `runs` inferences with ORT's profiler on and load the profile it writes.
@@ -79,24 +81,26 @@ def profile_model(
     finally:
         profile_path = Path(session.end_profiling())
     log.debug("ORT profile: %s", profile_path)
-    return ProfileResult(events=P.load_profile(profile_path), profile_path=profile_path,
+    return ProfileResult(events=load_profile(profile_path), profile_path=profile_path,
                          wall=Timing.from_samples(samples), warmup=warmup, runs=runs,
                          metadata=runtime.device_metadata(ep))
 
 
-def _serialized(model, path: str | os.PathLike) -> bytes:
+def _serialized(model: onnx.ModelProto, path: str | os.PathLike[str]) -> bytes:
+    """The model as bytes for InferenceSession, or a HaseError naming the 2 GB protobuf limit."""
     try:
-        return model.SerializeToString()
+        data: bytes = model.SerializeToString()
     except ValueError as exc:  # protobuf refuses messages over 2 GB
         raise HaseError(f"{path} is too large to profile from memory (> 2 GB): save it with external data") from exc
+    return data
 
 
-def _run(session, feeds: Mapping[str, Any]) -> None:
+def _run(session: Any, feeds: Mapping[str, Any]) -> None:
+    """One session.run; any ORT failure becomes a one-line HaseError."""
     try:
         session.run(None, dict(feeds))
     except Exception as exc:  # ORT raises several exception types; all mean "this run failed"
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        raise HaseError(f"ONNX Runtime failed to run the model: {first}") from exc
+        raise HaseError(f"ONNX Runtime failed to run the model: {first_line(exc)}") from exc
 
 
 @dataclass(frozen=True)

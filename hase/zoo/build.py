@@ -1,17 +1,15 @@
 """Build zoo models deterministically and keep an on-disk zoo folder in step with its config.
 
-``ensure_zoo`` writes each missing model through a temporary file and ``os.replace``, so an interrupted run
-never leaves a half-written ``.onnx``; a rerun builds only what is missing and rewrites ``index.csv``.
+``ensure_zoo`` writes each missing model with ``hase.files.write_atomic`` (a temporary file renamed into place),
+so an interrupted run never leaves a half-written ``.onnx``; a rerun builds only what is missing and rewrites
+``index.csv``.
 """
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
 import logging
-import os
-import secrets
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +20,7 @@ import numpy as np
 import onnx
 
 from hase.errors import HaseError
+from hase.files import write_atomic
 from hase.zoo.config import ZooConfig, read_zoo_config
 from hase.zoo.layers import GraphBuilder
 from hase.zoo.registry import ModelSpec, get_family
@@ -91,7 +90,8 @@ def _build_file(spec: ModelSpec, path: Path, config: ZooConfig) -> dict[str, Any
     return _index_row(spec, path, model, len(data), config.opset, config.seed)
 
 
-def _existing_row(spec: ModelSpec, path: Path, previous: dict[str, dict[str, Any]], config: ZooConfig) -> dict:
+def _existing_row(spec: ModelSpec, path: Path, previous: dict[str, dict[str, Any]],
+                  config: ZooConfig) -> dict[str, Any]:
     """Index row of a model already on disk: reused from the old index when the file size matches."""
     size = path.stat().st_size
     row = previous.get(spec.name)
@@ -105,13 +105,16 @@ def _existing_row(spec: ModelSpec, path: Path, previous: dict[str, dict[str, Any
 
 
 def _load_existing(path: Path) -> onnx.ModelProto:
+    """An ONNX file already in the zoo folder; an unreadable one is a HaseError saying to delete it."""
     try:
         return onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # protobuf raises its own DecodeError types
         raise HaseError(f"{path} is not a readable ONNX model ({exc}): delete it and rerun to rebuild it") from exc
 
 
-def _index_row(spec: ModelSpec, path: Path, model: onnx.ModelProto, size: int, opset: int, seed: int) -> dict:
+def _index_row(spec: ModelSpec, path: Path, model: onnx.ModelProto, size: int, opset: int,
+               seed: int) -> dict[str, Any]:
+    """The index.csv row of one model file (INDEX_COLUMNS)."""
     n_params = sum(int(np.prod(t.dims, dtype=np.int64)) for t in model.graph.initializer)
     return {"name": spec.name, "family": spec.family, "params": _params_json(spec), "file": path.name,
             "n_nodes": len(model.graph.node), "n_params": n_params, "size_bytes": size, "opset": opset,
@@ -119,10 +122,12 @@ def _index_row(spec: ModelSpec, path: Path, model: onnx.ModelProto, size: int, o
 
 
 def _opset_of(model: onnx.ModelProto) -> int:
+    """The model's default-domain opset, -1 when it imports none."""
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), -1)
 
 
 def _params_json(spec: ModelSpec) -> str:
+    """The spec's parameters as compact JSON (stored in the model's metadata and the index)."""
     return json.dumps(spec.kwargs(), separators=(",", ":"))
 
 
@@ -143,22 +148,9 @@ def _read_index(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def _write_index(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Write index.csv atomically, one row per model in config order."""
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=INDEX_COLUMNS, lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
     writer.writerows(rows)
-    write_atomic(path, buf.getvalue().encode("utf-8"))
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to a temporary file next to `path`, then rename it over `path` in one step."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # 0o666 & ~umask, like open()
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, buf.getvalue())

@@ -20,20 +20,15 @@ from __future__ import annotations
 
 import itertools
 import logging
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hase.errors import HaseError
+from hase.files import load_toml
 from hase.zoo.layers import IR_VERSIONS
 from hase.zoo.registry import ModelSpec, families, get_family
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +47,8 @@ class ZooConfig:
 
 def read_zoo_config(path: str | Path) -> ZooConfig:
     """Parse and validate the TOML zoo config at `path`; every problem raises HaseError naming the fix."""
-    path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise HaseError(f"zoo config {str(path)!r} not found: pass --config with an existing .toml file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise HaseError(f"zoo config {str(path)!r} is not valid TOML ({exc}): fix the syntax") from None
-    return parse_zoo_config(data, path.stem)
+    data = load_toml(path, "zoo config", "pass --config with an existing .toml file")
+    return parse_zoo_config(data, Path(path).stem)
 
 
 def load_zoo_config(path: str | Path) -> list[ModelSpec]:
@@ -100,9 +89,9 @@ def _expand_family(family_name: str, grids: Any) -> list[ModelSpec]:
     for grid in grids:
         keys = list(grid)
         choices = [v if isinstance(v, list) else [v] for v in grid.values()]
-        for key, values in zip(keys, choices):
+        for key, values in zip(keys, choices, strict=True):
             if not values:
                 raise HaseError(f"families.{family_name}.{key} is an empty list: give at least one value")
         for combo in itertools.product(*choices):
-            specs.append(family.spec(dict(zip(keys, combo))))
+            specs.append(family.spec(dict(zip(keys, combo, strict=True))))
     return specs

@@ -35,6 +35,7 @@ class Tensor:
 
     @property
     def channels(self) -> int:
+        """Channel count of an NCHW (or NC...) tensor."""
         return self.shape[1]
 
 
@@ -66,7 +67,7 @@ class GraphBuilder:
         self._inits: list[onnx.TensorProto] = []
         self._inputs: list[onnx.ValueInfoProto] = []
         self._outputs: list[onnx.ValueInfoProto] = []
-        self._consts: dict[tuple, str] = {}
+        self._consts: dict[tuple[str, tuple[int, ...], bytes], str] = {}
         self._scope: list[str] = []
         self._count = 0
 
@@ -90,7 +91,7 @@ class GraphBuilder:
         node_name = f"{self._prefix()}{op_type}_{self._count}"
         outs = [f"{node_name}_output_{i}" for i in range(len(shapes))]
         self._nodes.append(helper.make_node(op_type, list(inputs), outs, name=node_name, **attrs))
-        return [Tensor(o, tuple(int(d) for d in s), dtype) for o, s in zip(outs, shapes)]
+        return [Tensor(o, tuple(int(d) for d in s), dtype) for o, s in zip(outs, shapes, strict=True)]
 
     def op1(self, op_type: str, inputs: Sequence[str], shape: Sequence[int], dtype: int = FLOAT,
             **attrs: Any) -> Tensor:
@@ -223,7 +224,7 @@ class GraphBuilder:
 
     def gap(self, x: Tensor) -> Tensor:
         """GlobalAveragePool: NCHW -> NC11."""
-        return self.op1("GlobalAveragePool", [x.name], x.shape[:2] + (1, 1))
+        return self.op1("GlobalAveragePool", [x.name], (*x.shape[:2], 1, 1))
 
     def reduce_mean(self, x: Tensor, axes: Sequence[int], keepdims: bool = False) -> Tensor:
         """ReduceMean over `axes` (attribute before opset 18, input from 18 on)."""
@@ -271,7 +272,7 @@ class GraphBuilder:
     def split(self, x: Tensor, sizes: Sequence[int], axis: int = 1) -> list[Tensor]:
         """Split along `axis` into pieces of `sizes` (the sizes are an int64 input, opset >= 13)."""
         axis = axis % len(x.shape)
-        shapes = [x.shape[:axis] + (s,) + x.shape[axis + 1:] for s in sizes]
+        shapes = [(*x.shape[:axis], s, *x.shape[axis + 1:]) for s in sizes]
         return self.op("Split", [x.name, self.const(list(sizes), np.int64)], shapes, x.dtype, axis=axis)
 
     def reshape(self, x: Tensor, shape: Sequence[int]) -> Tensor:
@@ -295,7 +296,7 @@ class GraphBuilder:
         """MatMul with numpy broadcasting rules; `b` may be an initializer name with its `b_shape`."""
         bs = b.shape if isinstance(b, Tensor) else tuple(b_shape or ())
         batch = np.broadcast_shapes(a.shape[:-2], bs[:-2])
-        shape = tuple(batch) + (a.shape[-2], bs[-1])
+        shape = (*batch, a.shape[-2], bs[-1])
         return self.op1("MatMul", [a.name, b.name if isinstance(b, Tensor) else b], shape)
 
     def layer_norm(self, x: Tensor, eps: float = 1e-5) -> Tensor:

@@ -84,10 +84,10 @@ def build_mobilenetv2(g: GraphBuilder, p: dict[str, Any]) -> None:
     x = g.image_input(p["batch"], p["resolution"])
     x = g.conv_bn(x, make_divisible(32 * w), 3, 2, act="relu6")
     for s, (t, c, n, stride) in enumerate(V2_STAGES):
-        t = p["expansion"] if t is None else t
+        expand = p["expansion"] if t is None else t
         for i in range(n):
             with g.scope(f"stage{s}.{i}"):
-                hidden = int(round(x.channels * t))
+                hidden = round(x.channels * expand)
                 x = inverted_residual(g, x, hidden, make_divisible(c * w), p["kernel"], stride if i == 0 else 1)
     classifier_head(g, x, make_divisible(1280 * max(1.0, w)), "relu6")
 

@@ -83,6 +83,7 @@ class Family:
 
     @property
     def param_names(self) -> list[str]:
+        """Names of the family's parameters, in declaration order."""
         return [p.name for p in self.params]
 
     def spec(self, values: Mapping[str, Any]) -> ModelSpec:

@@ -32,10 +32,12 @@ class Dims:
 
     @property
     def head_dim(self) -> int:
+        """Width of one attention head."""
         return self.hidden // self.heads
 
     @property
     def stream_shape(self) -> tuple[int, ...]:
+        """Shape of the residual stream: (batch*seq, hidden) when linears are Gemm, else (batch, seq, hidden)."""
         if self.linear == "gemm":
             return (self.batch * self.seq, self.hidden)
         return (self.batch, self.seq, self.hidden)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from hase.kernels.split import KernelSpec
+from hase.kernels.types import KernelSpec
 from hase.predict.features import conv, elementwise, generic, matmul, movement, reduce  # noqa: F401 - fill the registry
 from hase.predict.features.registry import (
     GENERIC,

@@ -7,8 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from hase.kernels.inputs import TensorSpec
-from hase.kernels.split import KernelSpec
+from hase.kernels.types import KernelSpec, TensorSpec
 
 ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2, "LeakyRelu": 3, "Sigmoid": 4, "Tanh": 5, "HardSigmoid": 6}
 OTHER_ACTIVATION = 7
@@ -107,7 +106,7 @@ def trailing_block(shape: Sequence[int], out: Sequence[int]) -> int:
     """Elements of the longest run of trailing dims where `shape` equals the output: the contiguous chunk."""
     a = align(shape, len(out))
     block = 1
-    for d, o in zip(reversed(a), reversed(out)):
+    for d, o in zip(reversed(a), reversed(out), strict=False):  # a is longer when shape outranks out
         if d != o:
             break
         block *= o
@@ -130,3 +129,35 @@ def broadcast_pattern(shapes: Sequence[Sequence[int]], out: Sequence[int]) -> in
 def safe_ratio(a: float, b: float) -> float:
     """a / b, or 0 when b is 0."""
     return float(a) / float(b) if b else 0.0
+
+
+# ---------------------------------------------------------------------- windows (convolution, pooling)
+
+
+def fold_hw(dims: Sequence[int], fill: int = 1) -> tuple[int, int]:
+    """(height, width) of spatial dims, so 1-D, 2-D and 3-D windows share columns: 1-D -> (fill, w); 3-D -> (d*h, w)."""
+    dims = list(dims)
+    if not dims:
+        return fill, fill
+    if len(dims) == 1:
+        return fill, dims[0]
+    return numel(dims[:-1]), dims[-1]
+
+
+def hw_pair(values: Sequence[int] | None, rank: int, default: int) -> tuple[int, int]:
+    """(height, width) of a per-axis attribute such as strides or dilations (`default` on every axis when absent)."""
+    vals = list(values) if values else [default] * rank
+    if len(vals) == 1:
+        return 1, vals[0]
+    return vals[0], vals[-1]
+
+
+def hw_pads(spec: KernelSpec, rank: int) -> tuple[int, int]:
+    """Total padding (begin + end) along height and width, from the `pads` attribute (0, 0 when malformed)."""
+    pads = list(attr(spec, "pads", []) or [0] * (2 * rank))
+    if len(pads) < 2 * rank:
+        return 0, 0
+    begin, end = pads[:rank], pads[rank:]
+    if rank == 1:
+        return 0, begin[0] + end[0]
+    return begin[0] + end[0], begin[-1] + end[-1]

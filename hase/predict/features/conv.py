@@ -6,8 +6,19 @@ Depthwise convolutions (one input channel per group) get their own predictor thr
 """
 from __future__ import annotations
 
-from hase.kernels.split import KernelSpec
-from hase.predict.features.common import activation_code, attr, inp, numel, out0, safe_ratio, tensor_bytes
+from hase.kernels.types import KernelSpec
+from hase.predict.features.common import (
+    activation_code,
+    attr,
+    fold_hw,
+    hw_pads,
+    hw_pair,
+    inp,
+    numel,
+    out0,
+    safe_ratio,
+    tensor_bytes,
+)
 from hase.predict.features.registry import feature_family
 
 CONV_OPS = ("Conv", "FusedConv", "ConvTranspose", "NhwcFusedConv")
@@ -43,33 +54,6 @@ CONV_COLUMNS = (
 )
 
 
-def _hw(dims: list[int] | tuple[int, ...], fill: int = 1) -> tuple[int, int]:
-    """(height, width) of spatial dims: 1-D -> (fill, w); 3-D -> (d*h, w)."""
-    dims = list(dims)
-    if not dims:
-        return fill, fill
-    if len(dims) == 1:
-        return fill, dims[0]
-    return numel(dims[:-1]), dims[-1]
-
-
-def _pair(values, rank: int, default: int) -> tuple[int, int]:
-    vals = list(values) if values else [default] * rank
-    if len(vals) == 1:
-        return 1, vals[0]
-    return vals[0], vals[-1]
-
-
-def _pads(spec: KernelSpec, rank: int) -> tuple[int, int]:
-    pads = list(attr(spec, "pads", []) or [0] * (2 * rank))
-    if len(pads) < 2 * rank:
-        return 0, 0
-    begin, end = pads[:rank], pads[rank:]
-    if rank == 1:
-        return 0, begin[0] + end[0]
-    return begin[0] + end[0], begin[-1] + end[-1]
-
-
 def conv_is_depthwise(spec: KernelSpec) -> bool:
     """Whether each group of the convolution has one input channel (and there are several groups)."""
     x, w = inp(spec, 0), inp(spec, 1)
@@ -101,12 +85,12 @@ def conv_features(spec: KernelSpec) -> dict[str, float]:
     in_spatial, out_spatial = numel(xs[2:]), numel(ys[2:])
     macs = (n * c_in * in_spatial * (c_out // max(groups, 1)) * k_elems if transpose
             else n * c_out * out_spatial * (c_in // max(groups, 1)) * k_elems)
-    h, wd = _hw(xs[2:])
-    oh, ow = _hw(ys[2:])
-    kh, kw = _hw(kernel)
-    sh, sw = _pair(attr(spec, "strides", None), rank, 1)
-    dh, dw = _pair(attr(spec, "dilations", None), rank, 1)
-    ph, pw = _pads(spec, rank)
+    h, wd = fold_hw(xs[2:])
+    oh, ow = fold_hw(ys[2:])
+    kh, kw = fold_hw(kernel)
+    sh, sw = hw_pair(attr(spec, "strides", None), rank, 1)
+    dh, dw = hw_pair(attr(spec, "dilations", None), rank, 1)
+    ph, pw = hw_pads(spec, rank)
     weight_bytes = (tensor_bytes(w) if w is not None else 0) + (tensor_bytes(b) if b is not None else 0)
     xb = tensor_bytes(x) if x is not None else 0
     yb = tensor_bytes(y)

@@ -1,7 +1,7 @@
 """Features of element-wise ops, unary and broadcasting n-ary: element counts, bytes, broadcast pattern."""
 from __future__ import annotations
 
-from hase.kernels.split import KernelSpec
+from hase.kernels.types import KernelSpec
 from hase.predict.features.common import (
     broadcast_pattern,
     data_inputs,

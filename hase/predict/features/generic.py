@@ -5,7 +5,7 @@ predictor could not be trained; `hase predict` lists every kernel that went this
 """
 from __future__ import annotations
 
-from hase.kernels.split import KernelSpec
+from hase.kernels.types import KernelSpec
 from hase.predict.features.common import (
     data_inputs,
     dtype_code,
@@ -28,7 +28,8 @@ GENERIC_COLUMNS = (
     ("n_inputs", "inputs"),
     ("n_outputs", "outputs"),
     ("max_rank", "largest rank of any input or output"),
-    ("dtype", "output dtype code: 0 float32, 1 float16, 2 bfloat16, 3 float64, 4 int8, 5 uint8, 6 int32, 7 int64, 8 bool"),
+    ("dtype", "output dtype code: 0 float32, 1 float16, 2 bfloat16, 3 float64, 4 int8, 5 uint8, 6 int32, "
+              "7 int64, 8 bool"),
     ("flops", "output elements (a unit of work per output element)"),
     ("bytes", "input + output bytes"),
 )

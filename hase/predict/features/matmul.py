@@ -5,7 +5,7 @@ product and an activation-by-activation product (attention scores) of the same s
 """
 from __future__ import annotations
 
-from hase.kernels.split import KernelSpec
+from hase.kernels.types import KernelSpec
 from hase.predict.features.common import activation_code, attr, inp, numel, out0, safe_ratio, tensor_bytes
 from hase.predict.features.registry import feature_family
 
@@ -71,7 +71,7 @@ def matmul_features(spec: KernelSpec) -> dict[str, float]:
     flops = 2 * batch * m * n * k
     ab, bb, yb = (tensor_bytes(a) if a is not None else 0), (tensor_bytes(b) if b is not None else 0), tensor_bytes(y)
     has_bias = c is not None and spec.op_type in ("Gemm", "FusedGemm")
-    total = ab + bb + yb + (tensor_bytes(c) if has_bias else 0)
+    total = ab + bb + yb + (tensor_bytes(c) if c is not None and has_bias else 0)
     b_batch = numel(b.shape[:-2]) if b is not None and len(b.shape) > 2 else 1
     return {
         "batch": batch, "m": m, "n": n, "k": k, "flops": flops, "a_bytes": ab, "b_bytes": bb, "out_bytes": yb,

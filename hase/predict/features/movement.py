@@ -1,7 +1,7 @@
 """Features of data-movement ops (Reshape, Transpose, Concat, Split, Slice, Gather, Pad, Resize, ...)."""
 from __future__ import annotations
 
-from hase.kernels.split import KernelSpec
+from hase.kernels.types import KernelSpec
 from hase.predict.features.common import (
     attr,
     data_inputs,

@@ -1,10 +1,13 @@
 """Features of ops that reduce over a window or an axis: pooling, normalization, softmax, reductions."""
 from __future__ import annotations
 
-from hase.kernels.split import KernelSpec
+from hase.kernels.types import KernelSpec
 from hase.predict.features.common import (
     attr,
     data_inputs,
+    fold_hw,
+    hw_pads,
+    hw_pair,
     inp,
     moved_bytes,
     norm_axis,
@@ -13,7 +16,6 @@ from hase.predict.features.common import (
     out_elems,
     safe_ratio,
 )
-from hase.predict.features.conv import _hw, _pads, _pair
 from hase.predict.features.registry import feature_family
 
 POOL_OPS = ("MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
@@ -61,11 +63,11 @@ def pool_features(spec: KernelSpec) -> dict[str, float]:
     rank = max(len(xs) - 2, 1)
     is_global = spec.op_type.startswith("Global")
     kernel = tuple(xs[2:]) if is_global else tuple(attr(spec, "kernel_shape", None) or (1,) * rank)
-    h, w = _hw(xs[2:])
-    oh, ow = _hw(ys[2:])
-    kh, kw = _hw(kernel)
-    sh, sw = _pair(attr(spec, "strides", None), rank, 1)
-    ph, pw = _pads(spec, rank)
+    h, w = fold_hw(xs[2:])
+    oh, ow = fold_hw(ys[2:])
+    kh, kw = fold_hw(kernel)
+    sh, sw = hw_pair(attr(spec, "strides", None), rank, 1)
+    ph, pw = hw_pads(spec, rank)
     window = numel(kernel)
     n_out = numel(ys)
     return {"n": xs[0], "c": xs[1], "h": h, "w": w, "kh": kh, "kw": kw, "stride_h": sh, "stride_w": sw,
@@ -119,7 +121,7 @@ def softmax_features(spec: KernelSpec) -> dict[str, float]:
 def reduced_axes(in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> list[int]:
     """Input axes a reduction removed, inferred from shapes (opset 18 passes axes as a runtime input)."""
     if len(in_shape) == len(out_shape):
-        return [i for i, (a, b) in enumerate(zip(in_shape, out_shape)) if a != b]
+        return [i for i, (a, b) in enumerate(zip(in_shape, out_shape, strict=True)) if a != b]
     axes, j = [], 0
     for i, d in enumerate(in_shape):
         if j < len(out_shape) and d == out_shape[j]:

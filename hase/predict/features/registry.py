@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hase.errors import HaseError
-from hase.kernels.split import KernelSpec
+from hase.kernels.types import KernelSpec
 
 ExtractFn = Callable[[KernelSpec], dict[str, float]]
 VariantFn = Callable[[KernelSpec], str]

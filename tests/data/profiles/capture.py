@@ -4,7 +4,7 @@ import numpy as np, onnxruntime as ort
 from onnx import TensorProto as T, helper as h
 
 OUT = os.path.dirname(os.path.abspath(__file__))
-SHARED = os.environ.get("HASE_SHARED", "/work/shared")  # holds models/exported/hf_bert_tiny_s64_b2.onnx
+BERT = os.path.join(OUT, "..", "models", "hf_bert_tiny_s64_b2.onnx")  # vendored (tests/data/models/README.md)
 
 def tiny_cnn():
     rng = np.random.default_rng(0)
@@ -61,4 +61,4 @@ def capture(model, name, runs, opt=ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDE
 if __name__ == "__main__":
     capture(tiny_cnn(), "tiny_cnn", 4)
     capture(if_model(), "if_subgraph", 2, ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
-    capture(os.path.join(SHARED, "models/exported/hf_bert_tiny_s64_b2.onnx"), "bert_tiny", 2)
+    capture(BERT, "bert_tiny", 2)

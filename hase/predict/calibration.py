@@ -1,0 +1,112 @@
+"""The calibration from a model's kernel sum to its latency, and the least-squares fits behind it.
+
+    latency = alpha * sum(kernel) + beta                        form "scale"
+    latency = alpha * sum(kernel) + gamma * n_kernels + beta    form "per_kernel"
+
+The per-kernel term exists because a standalone kernel run pays a fixed invocation cost that a node
+inside a model does not. alpha, beta, gamma are fitted per device and target on measured models
+(least squares, relative least squares, or the robust Huber loss); `hase train` keeps the candidate
+that wins on held-out families and stores it in the manifest.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from hase.errors import HaseError
+
+log = logging.getLogger(__name__)
+
+FORMS = ("raw", "scale", "per_kernel")
+FITTERS = ("none", "ols", "relative", "huber")
+CANDIDATES = (("raw", "none"), ("scale", "ols"), ("scale", "relative"), ("scale", "huber"),
+              ("per_kernel", "ols"), ("per_kernel", "relative"), ("per_kernel", "huber"))
+COEFFICIENTS = ("alpha", "beta", "gamma")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """latency = alpha * sum + gamma * n_kernels + beta (gamma is 0 for the `scale` form, all trivial for `raw`)."""
+
+    form: str = "raw"
+    fitter: str = "none"
+    alpha: float = 1.0
+    beta: float = 0.0
+    gamma: float = 0.0
+
+    @property
+    def name(self) -> str:
+        """form/fitter, or "raw"."""
+        return self.form if self.form == "raw" else f"{self.form}/{self.fitter}"
+
+    def apply(self, sum_ms: ArrayLike, n_kernels: ArrayLike) -> NDArray[np.float64]:
+        """Calibrated latency (ms) from kernel sums and kernel counts."""
+        s, n = np.asarray(sum_ms, np.float64), np.asarray(n_kernels, np.float64)
+        return self.alpha * s + self.gamma * n + self.beta
+
+    def to_dict(self) -> dict[str, Any]:
+        """The form, fitter and coefficients as a plain dict (for the manifest)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str = "calibration") -> Calibration:
+        """A calibration from its manifest entry; a missing or mistyped key is a HaseError naming it."""
+        texts = [k for k in ("form", "fitter") if not isinstance(d.get(k), str)]
+        numbers = [k for k in COEFFICIENTS if not isinstance(d.get(k), (int, float)) or isinstance(d.get(k), bool)]
+        if texts or numbers:
+            raise HaseError(f"{where} lacks {texts + numbers}: retrain with `make train`")
+        return cls(d["form"], d["fitter"], *(float(d[k]) for k in COEFFICIENTS))
+
+
+def relative_lstsq(X: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Coefficients c minimising sum(((X @ c - y) / y)^2): least squares on relative error, what RMSPE measures."""
+    return np.asarray(np.linalg.lstsq(X / y[:, None], np.ones_like(y), rcond=None)[0], dtype=np.float64)
+
+
+def _huber_relative(X: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.float64]:
+    """`relative_lstsq` with the Huber loss: a few odd models cannot pull the fit."""
+    from sklearn.linear_model import HuberRegressor
+
+    model = HuberRegressor(fit_intercept=False, epsilon=1.35, alpha=0.0, max_iter=1000)
+    coef: NDArray[np.float64] = model.fit(X / y[:, None], np.ones_like(y)).coef_
+    return coef
+
+
+def _design(sum_ms: NDArray[np.float64], n_kernels: NDArray[np.float64], form: str) -> NDArray[np.float64]:
+    cols = [sum_ms, np.ones_like(sum_ms)] if form == "scale" else [sum_ms, np.ones_like(sum_ms), n_kernels]
+    return np.column_stack(cols)
+
+
+def fit_calibration(sum_ms: ArrayLike, n_kernels: ArrayLike, measured_ms: ArrayLike,
+                    form: str = "scale", fitter: str = "relative") -> Calibration:
+    """Fit a calibration form on models' kernel sums against their measured latency.
+
+    ols minimises squared ms (large models dominate); relative minimises squared relative error
+    (what RMSPE measures); huber is relative with the robust Huber loss (a few odd models cannot
+    pull the fit). Fewer models than coefficients + 1 falls back to `raw`.
+    """
+    if form not in FORMS or fitter not in FITTERS:
+        raise HaseError(f"unknown calibration {form}/{fitter}: forms {list(FORMS)}, fitters {list(FITTERS)}")
+    s, n, y = (np.asarray(a, np.float64) for a in (sum_ms, n_kernels, measured_ms))
+    ok = np.isfinite(s) & np.isfinite(y) & (y > 0)
+    s, n, y = s[ok], n[ok], y[ok]
+    if form == "raw" or fitter == "none":
+        return Calibration()
+    X = _design(s, n, form)
+    if len(y) < X.shape[1] + 1:
+        log.warning("only %d models to fit a %s calibration: using the raw sum", len(y), form)
+        return Calibration()
+    if fitter == "ols":
+        coef = np.linalg.lstsq(X, y, rcond=None)[0]
+    elif fitter == "relative":
+        coef = relative_lstsq(X, y)
+    else:
+        coef = _huber_relative(X, y)
+    gamma = float(coef[2]) if form == "per_kernel" else 0.0
+    return Calibration(form, fitter, float(coef[0]), float(coef[1]), gamma)

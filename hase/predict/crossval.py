@@ -1,0 +1,146 @@
+"""Leave-family-out cross-validation: fit predictors without a model family, predict it, calibrate.
+
+Held-out means leave-family-out: each model family in turn is removed from training (its kernels'
+measurements and its models' latencies), predicted, and scored, so a family is never judged by a
+predictor that saw it. Training uses these folds to choose the target and calibration; evaluation
+reports them. Two long-format frames come out, with the column names below:
+
+- model rows:  model_id, family, measured_ms, n_kernels, sum_pred_ms, sum_low_ms, sum_high_ms, pred_ms,
+               calibration, alpha, beta, gamma, target, split (held_out | train), fold (the held-out family)
+- kernel rows: kernel_id, key, source, pred_ms, op_type, y_ms, target, fold (kernels the fold never saw)
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from hase.predict import dataset as D
+from hase.predict.calibration import CANDIDATES, Calibration, fit_calibration
+from hase.predict.metrics import grouped_metrics
+from hase.predict.predictor import KEY, PRED_MS, SOURCE, KernelPredictor
+
+TARGET, SPLIT, CALIBRATION, FOLD = "target", "split", "calibration", "fold"
+HELD_OUT, TRAIN = "held_out", "train"
+SUM_PRED_MS, SUM_LOW_MS, SUM_HIGH_MS = "sum_pred_ms", "sum_low_ms", "sum_high_ms"
+Y_MS = "y_ms"
+ALPHA, BETA, GAMMA = "alpha", "beta", "gamma"
+MakePredictor = Callable[[], KernelPredictor]
+Progress = Callable[[str], None]
+
+
+def unique_kernel_predictions(data: D.DeviceData, predictor: KernelPredictor, kernel_ids: Iterable[str],
+                              n_draws: int = 64) -> tuple[pd.DataFrame, NDArray[np.float64]]:
+    """Predictions for a set of kernels (index kernel_id) and their per-tree draws, batched per forest."""
+    ids = list(dict.fromkeys(kernel_ids))
+    frame, draws = predictor.predict_detail([data.specs[k] for k in ids], n_draws)
+    frame.index = pd.Index(ids, name=D.KERNEL_ID)
+    return frame, draws
+
+
+def model_predictions(data: D.DeviceData, predictor: KernelPredictor, model_ids: Iterable[str],
+                      n_draws: int = 64) -> pd.DataFrame:
+    """Per model: predicted kernel sum and the p10/p90 of its per-tree sums (index model_id)."""
+    nodes = data.nodes[data.nodes[D.MODEL_ID].isin(set(model_ids))]
+    frame, draws = unique_kernel_predictions(data, predictor, nodes[D.KERNEL_ID], n_draws)
+    pos = frame.index.get_indexer(pd.Index(nodes[D.KERNEL_ID]))
+    pred = frame[PRED_MS].to_numpy()
+    out = {}
+    for mid, rows in nodes.groupby(D.MODEL_ID).indices.items():
+        p = pos[rows]
+        sums = draws[p].sum(axis=0)
+        out[mid] = (pred[p].sum(), *np.percentile(sums, [10, 90]))
+    return pd.DataFrame.from_dict(out, orient="index", columns=[SUM_PRED_MS, SUM_LOW_MS, SUM_HIGH_MS])
+
+
+def measured_sum(data: D.DeviceData, target: str, model_ids: Iterable[str]) -> pd.Series:
+    """Per model, the measured kernel sum of a target (what calibration is fitted on with calibrate_on=measured)."""
+    sums = D.model_sums(data).set_index(D.MODEL_ID)
+    return sums.loc[list(model_ids), D.SUM_COLUMNS[target]]
+
+
+def calibration_sums(data: D.DeviceData, target: str, predictor: KernelPredictor, model_ids: list[str],
+                     calibrate_on: str) -> pd.Series:
+    """The kernel sums a calibration is fitted on, in the order of `model_ids`: measured, or the predictor's."""
+    sums = (measured_sum(data, target, model_ids) if calibrate_on == "measured"
+            else model_predictions(data, predictor, model_ids)[SUM_PRED_MS])
+    return sums.reindex(pd.Index(model_ids))
+
+
+def fit_predictor(data: D.DeviceData, target: str, model_ids: Iterable[str], make: MakePredictor) -> KernelPredictor:
+    """A predictor fitted on the target's measured kernels of `model_ids`."""
+    y = D.kernel_targets(data, target, model_ids)
+    return make().fit([data.specs[k] for k in y.index], y.to_numpy())
+
+
+def calibrated_rows(part: pd.DataFrame, cal: Calibration) -> pd.DataFrame:
+    """Model rows (index model_id, with sum_pred_ms and n_kernels) with their calibrated pred_ms and coefficients."""
+    out = part.copy()
+    out[PRED_MS] = cal.apply(out[SUM_PRED_MS], out[D.N_KERNELS])
+    return tag(out, {CALIBRATION: cal.name, ALPHA: cal.alpha, BETA: cal.beta, GAMMA: cal.gamma})
+
+
+def tag(frame: pd.DataFrame, values: dict[str, str | float]) -> pd.DataFrame:
+    """`frame` with one constant column per item of `values`, in order (e.g. target, split, fold)."""
+    out = frame.copy()
+    for col, value in values.items():
+        out[col] = value
+    return out
+
+
+def fold_frames(data: D.DeviceData, target: str, held: str, make: MakePredictor,
+                calibrate_on: str = "measured") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One fold: train without family `held`; model rows (per calibration candidate) and unseen-kernel rows."""
+    models = data.models
+    train_ids = list(models.loc[models[D.FAMILY] != held, D.MODEL_ID])
+    test = models[models[D.FAMILY] == held].set_index(D.MODEL_ID)
+    predictor = fit_predictor(data, target, train_ids, make)
+    fit_sums = calibration_sums(data, target, predictor, train_ids, calibrate_on)
+    train = models.set_index(D.MODEL_ID).loc[train_ids]
+    part = test[[D.FAMILY, D.MEASURED_MS, D.N_KERNELS]].join(model_predictions(data, predictor, test.index))
+    rows = [calibrated_rows(part, fit_calibration(fit_sums, train[D.N_KERNELS], train[D.MEASURED_MS], form, fitter))
+            for form, fitter in CANDIDATES]
+    model_rows = tag(pd.concat(rows).reset_index(), {TARGET: target, SPLIT: HELD_OUT, FOLD: held})
+    return model_rows, unseen_kernels(data, target, predictor, train_ids, test.index, held)
+
+
+def unseen_kernels(data: D.DeviceData, target: str, predictor: KernelPredictor, train_ids: Iterable[str],
+                   test_ids: Iterable[str], held: str) -> pd.DataFrame:
+    """Held-out kernels the fold's predictor never saw: measured vs predicted, with key and source."""
+    seen = set(D.kernel_targets(data, target, train_ids).index)
+    y = D.kernel_targets(data, target, test_ids)
+    y = y[~y.index.isin(seen)]
+    if y.empty:
+        return pd.DataFrame(columns=[D.KERNEL_ID, D.OP_TYPE, KEY, SOURCE, Y_MS, PRED_MS, TARGET, FOLD])
+    frame, _ = unique_kernel_predictions(data, predictor, y.index, n_draws=1)
+    frame[D.OP_TYPE] = [data.specs[k].op_type for k in frame.index]
+    frame[Y_MS] = y
+    return tag(frame.reset_index(), {TARGET: target, FOLD: held})
+
+
+def leave_family_out(data: D.DeviceData, target: str, make: MakePredictor, calibrate_on: str = "measured",
+                     progress: Progress | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every family held out in turn: (model rows for every calibration candidate, unseen-kernel rows)."""
+    models, kernels = [], []
+    for fam in data.families:
+        if progress:
+            progress(f"{target}: holding out {fam}")
+        m, k = fold_frames(data, target, fam, make, calibrate_on)
+        models.append(m)
+        kernels.append(k)
+    return pd.concat(models, ignore_index=True), pd.concat([k for k in kernels if len(k)], ignore_index=True)
+
+
+def in_sample(data: D.DeviceData, target: str, predictor: KernelPredictor, calibration: Calibration) -> pd.DataFrame:
+    """Model rows of the final predictor on its own training models (split `train`)."""
+    preds = model_predictions(data, predictor, data.models[D.MODEL_ID])
+    part = data.models.set_index(D.MODEL_ID)[[D.FAMILY, D.MEASURED_MS, D.N_KERNELS]].join(preds)
+    return tag(calibrated_rows(part, calibration).reset_index(), {TARGET: target, SPLIT: TRAIN, FOLD: ""})
+
+
+def candidate_scores(cv_models: pd.DataFrame) -> pd.DataFrame:
+    """Held-out metrics of every (target, calibration) candidate, best RMSPE first."""
+    held = cv_models[cv_models[SPLIT] == HELD_OUT]
+    return grouped_metrics(held, [TARGET, CALIBRATION], D.MEASURED_MS, PRED_MS).sort_values("rmspe")

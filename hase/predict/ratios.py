@@ -1,0 +1,58 @@
+"""The ratio table: every way of summing kernels, and the predictions, as a ratio to the measured latency.
+
+Per model the sources are: sum of ORT kernel_time, of in-model spans, of standalone warm / cold
+kernels (all measured), the predicted sum (held-out), the calibrated held-out prediction and the
+calibrated in-sample one. `ratio_summary` scores each source per scope (all, zoo, exported models).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from hase.predict import dataset as D
+from hase.predict.crossval import CALIBRATION, HELD_OUT, SPLIT, SUM_PRED_MS, TARGET, TRAIN
+from hase.predict.metrics import metrics
+from hase.predict.predictor import PRED_MS
+
+SUM_PRED_HELD_OUT_MS = "sum_pred_held_out_ms"
+CALIBRATED_HELD_OUT_MS, CALIBRATED_TRAIN_MS = "calibrated_held_out_ms", "calibrated_train_ms"
+SOURCE_KIND = {SUM_PRED_HELD_OUT_MS: HELD_OUT, CALIBRATED_HELD_OUT_MS: HELD_OUT, CALIBRATED_TRAIN_MS: TRAIN}
+MEASURED = "measured"
+EXPORTED = "exported"  # the family of the real exported models, reported as their own scope
+SCOPE, SOURCE_COLUMN = "scope", "source"
+
+
+def ratio_column(ms_column: str) -> str:
+    """The ratio column of a latency column: sum_span_ms -> sum_span_ratio."""
+    return ms_column.replace("_ms", "_ratio")
+
+
+def ratio_table(data: D.DeviceData, cv_models: pd.DataFrame, target: str, calibration: str) -> pd.DataFrame:
+    """Per model: measured latency, each kernel-sum source and the predictions, and each as a ratio to measured.
+
+        model_id | family | measured_ms | n_kernels | sum_warm_ms ... calibrated_train_ms | sum_warm_ratio ...
+    """
+    sums = D.model_sums(data).set_index(D.MODEL_ID)
+    sel = cv_models[(cv_models[TARGET] == target) & (cv_models[CALIBRATION] == calibration)]
+    held = sel[sel[SPLIT] == HELD_OUT].set_index(D.MODEL_ID)
+    train = sel[sel[SPLIT] == TRAIN].set_index(D.MODEL_ID)
+    t = sums[[D.FAMILY, D.MEASURED_MS, D.N_KERNELS, *D.SUM_COLUMNS.values()]].copy()
+    t[SUM_PRED_HELD_OUT_MS] = held[SUM_PRED_MS]
+    t[CALIBRATED_HELD_OUT_MS] = held[PRED_MS]
+    t[CALIBRATED_TRAIN_MS] = train[PRED_MS]
+    for col in [*D.SUM_COLUMNS.values(), *SOURCE_KIND]:
+        t[ratio_column(col)] = t[col] / t[D.MEASURED_MS]
+    return t.reset_index().sort_values([D.FAMILY, D.MODEL_ID]).reset_index(drop=True)
+
+
+def ratio_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per source and scope (all models / zoo families / exported models): mean and median ratio to the
+    measured latency, RMSPE, ±5 % and ±10 % accuracy; `split` says measured, held_out or train."""
+    rows = []
+    scopes = {"all": table, "zoo": table[table[D.FAMILY] != EXPORTED], EXPORTED: table[table[D.FAMILY] == EXPORTED]}
+    for col in [c for c in table.columns if c.endswith("_ratio")]:
+        src = col[: -len("_ratio")] + "_ms"
+        for scope, t in scopes.items():
+            if len(t):
+                rows.append({SOURCE_COLUMN: src, SPLIT: SOURCE_KIND.get(src, MEASURED), SCOPE: scope,
+                             **metrics(t[D.MEASURED_MS], t[src])})
+    return pd.DataFrame(rows)

@@ -1,0 +1,65 @@
+"""hase.predict.calibration: the fits recover known coefficients; the one relative least squares; entries."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hase.errors import HaseError
+from hase.predict.calibration import CANDIDATES, FITTERS, FORMS, Calibration, fit_calibration, relative_lstsq
+
+
+def test_fits_recover_exact_coefficients():
+    rng = np.random.default_rng(0)
+    s, n = rng.uniform(0.5, 50, 30), rng.integers(10, 300, 30).astype(float)
+    y_scale = 0.8 * s + 0.3
+    y_kernel = 0.8 * s - 0.004 * n + 0.3 + 0.004 * 300
+    for fitter in ("ols", "relative", "huber"):
+        c = fit_calibration(s, n, y_scale, "scale", fitter)
+        assert (c.alpha, c.beta, c.gamma) == pytest.approx((0.8, 0.3, 0.0), abs=1e-6)
+        k = fit_calibration(s, n, y_kernel, "per_kernel", fitter)
+        assert (k.alpha, k.gamma) == pytest.approx((0.8, -0.004), abs=1e-6)
+        assert np.allclose(k.apply(s, n), y_kernel)
+
+
+def test_relative_least_squares_weighs_every_model_alike():
+    X = np.column_stack([np.array([1.0, 10.0, 100.0, 1000.0]), np.ones(4)])
+    exact = X @ np.array([2.0, 0.5])
+    assert relative_lstsq(X, exact) == pytest.approx([2.0, 0.5])
+    noisy = exact * np.array([1.1, 1.0, 1.0, 1.0])  # 10 % off on the smallest model
+    rel, ols = relative_lstsq(X, noisy), np.linalg.lstsq(X, noisy, rcond=None)[0]
+    rel_err = np.abs(X @ rel / noisy - 1)
+    ols_err = np.abs(X @ ols / noisy - 1)
+    assert np.sqrt(np.mean(rel_err**2)) < np.sqrt(np.mean(ols_err**2))  # it minimises what RMSPE measures
+
+
+def test_huber_resists_an_outlier_model():
+    s = np.linspace(1, 20, 20)
+    y = 0.5 * s + 0.1
+    y[3] *= 3  # one model measured under contention
+    huber = fit_calibration(s, np.ones(20), y, "scale", "huber")
+    rel = fit_calibration(s, np.ones(20), y, "scale", "relative")
+    assert abs(huber.alpha - 0.5) < abs(rel.alpha - 0.5) and huber.alpha == pytest.approx(0.5, rel=0.02)
+
+
+def test_non_finite_and_non_positive_models_are_ignored():
+    s = np.array([1.0, 2.0, 3.0, 4.0, 5.0, np.nan])
+    y = np.array([2.5, 4.5, 6.5, 8.5, -1.0, 3.0])  # 2s + 0.5, one bad measurement, one missing sum
+    c = fit_calibration(s, np.ones(6), y, "scale", "ols")
+    assert (c.alpha, c.beta) == pytest.approx((2.0, 0.5))
+
+
+def test_raw_and_degenerate_calibrations():
+    assert fit_calibration([1.0, 2.0], [1, 1], [3.0, 4.0], "raw", "none") == Calibration()
+    assert fit_calibration([1.0, 2.0], [1, 1], [3.0, 4.0], "per_kernel", "ols") == Calibration()  # too few models
+    with pytest.raises(HaseError, match="unknown calibration"):
+        fit_calibration([1.0], [1], [1.0], "cubic", "ols")
+    assert {f for f, _ in CANDIDATES} == set(FORMS) and {f for _, f in CANDIDATES} == set(FITTERS)
+    assert len(CANDIDATES) == 7
+
+
+def test_calibration_entry_round_trip_and_errors():
+    c = Calibration("per_kernel", "huber", 0.9, 0.1, -0.002)
+    assert Calibration.from_dict(c.to_dict()) == c and c.name == "per_kernel/huber" and Calibration().name == "raw"
+    assert float(c.apply(10.0, 100)) == pytest.approx(0.9 * 10 + 0.1 - 0.2)
+    with pytest.raises(HaseError, match=r"targets\.warm\.calibration lacks \['fitter', 'gamma'\].*make train"):
+        Calibration.from_dict({"form": "scale", "alpha": 1.0, "beta": 0.0}, "targets.warm.calibration")

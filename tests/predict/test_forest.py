@@ -1,0 +1,74 @@
+"""hase.predict.forest: packed forests predict exactly what scikit-learn predicts; the linear cost base."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.ensemble import RandomForestRegressor
+
+from hase.kernels.types import KernelSpec, TensorSpec
+from hase.predict import features as F
+from hase.predict.forest import Member, fit_base, linear_base_ms, pack_forest
+
+
+def data(n: int, n_features: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, n_features)).astype(np.float32)
+    y = 3 * X[:, 0] + np.sin(5 * X[:, 1]) + rng.normal(0, 0.05, n)
+    return X, y
+
+
+@pytest.mark.parametrize(("params", "n_features"), [
+    ({"n_estimators": 12, "min_samples_leaf": 2}, 6),
+    ({"n_estimators": 5, "max_depth": None, "max_features": 0.5}, 9),  # fully grown trees of uneven depth
+    ({"n_estimators": 1, "max_depth": 2, "bootstrap": False}, 3),
+])
+def test_packed_forest_matches_scikit_learn(params, n_features):
+    X, y = data(300, n_features, seed=n_features)
+    forest = RandomForestRegressor(random_state=0, **params).fit(X, y)
+    packed = pack_forest(forest)
+    Xt, _ = data(80, n_features, seed=100)
+    trees = packed.predict_trees(Xt)
+    assert trees.shape == (params["n_estimators"], 80) and packed.n_trees == params["n_estimators"]
+    assert np.array_equal(trees, np.stack([t.predict(Xt) for t in forest.estimators_]))  # tree by tree
+    assert np.allclose(trees.mean(axis=0), forest.predict(Xt), rtol=1e-12, atol=1e-12)
+    assert packed.n_nodes == sum(t.tree_.node_count for t in forest.estimators_)
+    with pytest.raises(ValueError, match=f"expected {n_features} features"):
+        packed.predict_trees(Xt[:, :2])
+
+
+def test_a_constant_target_packs_into_single_leaf_trees():
+    X, _ = data(40, 4, seed=1)
+    forest = RandomForestRegressor(n_estimators=3, random_state=0).fit(X, np.full(40, 2.5))
+    packed = pack_forest(forest)
+    assert packed.n_nodes == 3 and np.array_equal(packed.predict_trees(X[:5]), np.full((3, 5), 2.5))
+
+
+def conv_spec(c: int, hw: int) -> KernelSpec:
+    ins = (TensorSpec("x", (1, c, hw, hw), "float32"), TensorSpec("w", (c, c, 3, 3), "float32", True))
+    attrs = (("group", 1), ("kernel_shape", [3, 3]), ("pads", [1, 1, 1, 1]))
+    return KernelSpec(f"c{c}-{hw}", "Conv", "", attrs, ins, (TensorSpec("y", (1, c, hw, hw), "float32"),))
+
+
+def conv_matrix() -> tuple[F.FeatureFamily, np.ndarray]:
+    fam = F.get_family("conv")
+    specs = [conv_spec(c, hw) for c in (4, 8, 16) for hw in (8, 16, 32)]
+    return fam, np.array([list(fam.extract(s).values()) for s in specs], dtype=np.float32)
+
+
+def test_fit_base_is_non_negative_relative_least_squares():
+    fam, X = conv_matrix()
+    y = 2e-9 * X[:, fam.column_names.index("flops")] + 0.005
+    a, b, c = fit_base(X, y, fam)
+    assert a == pytest.approx(2e-9, rel=1e-3) and c == pytest.approx(0.005, rel=1e-3) and b >= 0
+
+
+def test_linear_base_has_a_floor_and_a_no_base_mode():
+    fam, X = conv_matrix()
+    flops = X[:, fam.column_names.index("flops")].astype(float)
+    base = linear_base_ms(X, fam, (1e-9, 0.0, 0.001), floor_ms=0.0)
+    assert np.allclose(base, 1e-9 * flops + 0.001)
+    assert np.all(linear_base_ms(X, fam, (1e-9, 0.0, 0.0), floor_ms=1e3) == 1e3)
+    assert np.array_equal(linear_base_ms(X, fam, (0.0, 0.0, 0.0), floor_ms=5.0), np.ones(len(X)))
+    forest = pack_forest(RandomForestRegressor(n_estimators=2, random_state=0).fit(X, np.ones(len(X))))
+    member = Member("conv", forest, (1e-9, 0.0, 0.001), 0.0)
+    assert np.array_equal(member.base_ms(X, fam), base)

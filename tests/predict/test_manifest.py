@@ -1,0 +1,123 @@
+"""hase.predict.manifest: the typed manifest parses the shipped one, round-trips, and names what is missing."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+from conftest import REPO
+
+from hase.errors import HaseError
+from hase.measure.types import DeviceMeta
+from hase.predict.calibration import Calibration
+from hase.predict.manifest import (
+    FORMAT,
+    MANIFEST,
+    CalibrationEntry,
+    Manifest,
+    PredictorSummary,
+    TargetEntry,
+    TrainingData,
+)
+from hase.predict.metrics import score
+
+SHIPPED = REPO / "data" / "predictors" / "cpu-1t" / MANIFEST
+
+
+def sample_entry(kernels_seen: bool = True) -> TargetEntry:
+    """A target entry with real scores of made-up predictions (what `hase train` writes, in miniature)."""
+    s = score([1.0, 2.0, 4.0], [1.1, 1.9, 4.0])
+    fit = ({"model_id": "m0", "measured_ms": 1.0, "fitted_ms": 1.1},)
+    return TargetEntry(
+        doc="in-model node span", calibration=CalibrationEntry(Calibration("scale", "ols", 1.1, 0.01), fit),
+        calibration_candidates=({"calibration": "scale/ols", **s.to_dict()},), held_out=s,
+        held_out_by_family=({"family": "a", **s.to_dict()},), held_out_raw_sum=s, train=s,
+        kernels_held_out=s if kernels_seen else None, kernels_held_out_by_key=(),
+        predictor=PredictorSummary({"Conv": 40}, ("conv",), {"Add": "3 training kernels"}, {"Add": 3}, 43,
+                                   {"Conv": (1e-9, 0.0, 0.01)}))
+
+
+def sample_manifest(device: str = "cpu-1t", targets: tuple[str, ...] = ("warm",), schema_sha: str = "0" * 64,
+                    files: dict[str, str] | None = None) -> Manifest:
+    """A complete manifest of made-up content for `device` and `targets` (the first is the default)."""
+    meta = DeviceMeta(device=device, cpu_model="cpu", gpu_name="", gpu_driver="", ort_version="1.20",
+                      execution_provider="CPUExecutionProvider", intra_op_threads=1, inter_op_threads=1,
+                      opt_level="extended", hase_version="0.1.0")
+    return Manifest(
+        device=device, device_meta=meta, fixed_cost_ms=0.04, created_at="2026-01-01T00:00:00+0000",
+        library_versions={"numpy": "2.0"}, feature_schema={"conv": {"ops": ["Conv"], "columns": ["flops"]}},
+        feature_schema_sha=schema_sha, default_target=targets[0],
+        training_data=TrainingData("store.sqlite", 3, ("a", "b"), 43, 60), config={"min_samples": 8},
+        evaluation="leave-family-out", targets={t: sample_entry() for t in targets},
+        baselines_held_out=({"baseline": "flops", **score([1.0], [2.0]).to_dict()},), files=files or {})
+
+
+def as_json(m: Manifest) -> dict[str, Any]:
+    return json.loads(json.dumps(m.to_dict()))
+
+
+def test_the_shipped_manifest_parses_and_round_trips_exactly():
+    raw = json.loads(SHIPPED.read_text())
+    m = Manifest.from_dict(raw)
+    assert m.device == "cpu-1t" and m.default_target in m.targets and m.device_meta.intra_op_threads == 1
+    entry = m.target(m.default_target)
+    assert entry.held_out.n == raw["targets"][m.default_target]["held_out"]["n"]
+    assert entry.calibration.calibration.name == raw["targets"][m.default_target]["calibration"]["name"]
+    assert set(entry.predictor.skipped) == set(raw["targets"][m.default_target]["predictor"]["skipped"])
+    assert as_json(m) == raw
+
+
+def test_a_built_manifest_round_trips():
+    m = sample_manifest(targets=("span", "warm"), files={"span.joblib": "ab" * 32})
+    d = as_json(m)
+    assert d["format"] == FORMAT and d["targets"]["span"]["calibration"]["name"] == "scale/ols"
+    assert Manifest.from_dict(d) == m
+    empty = dataclasses.replace(m, targets={"span": sample_entry(kernels_seen=False)})
+    d = as_json(empty)
+    assert d["targets"]["span"]["kernels_held_out"] == {}  # the file format: an empty object, not null
+    assert Manifest.from_dict(d).targets["span"].kernels_held_out is None
+
+
+@pytest.mark.parametrize(("path", "named"), [
+    (("default_target",), "'default_target'"),
+    (("device_meta", "opt_level"), "'device_meta.opt_level'"),
+    (("targets", "warm", "held_out"), "'targets.warm.held_out'"),
+    (("targets", "warm", "predictor", "skipped"), "'targets.warm.predictor.skipped'"),
+    (("targets", "warm", "calibration", "fit_data"), "'targets.warm.calibration.fit_data'"),
+    (("training_data", "n_models"), "'training_data.n_models'"),
+])
+def test_a_missing_key_is_a_hase_error_naming_it(path, named):
+    d = as_json(sample_manifest())
+    inner = d
+    for key in path[:-1]:
+        inner = inner[key]
+    del inner[path[-1]]
+    with pytest.raises(HaseError, match=f"lacks {named}: retrain with `make train`"):
+        Manifest.from_dict(d)
+
+
+def test_missing_scores_or_coefficients_and_wrong_types_are_named():
+    d = as_json(sample_manifest())
+    broken = copy.deepcopy(d)
+    del broken["targets"]["warm"]["train"]["acc10"]
+    with pytest.raises(HaseError, match=r"targets\.warm\.train lacks numeric \['acc10'\]"):
+        Manifest.from_dict(broken)
+    broken = copy.deepcopy(d)
+    del broken["targets"]["warm"]["calibration"]["alpha"]
+    with pytest.raises(HaseError, match=r"targets\.warm\.calibration lacks \['alpha'\]"):
+        Manifest.from_dict(broken)
+    broken = copy.deepcopy(d)
+    broken["training_data"]["n_models"] = "three"
+    with pytest.raises(HaseError, match=r"a str at 'training_data\.n_models', not an integer"):
+        Manifest.from_dict(broken)
+    with pytest.raises(HaseError, match=f"not a {FORMAT} manifest"):
+        Manifest.from_dict({**d, "format": "something-else/2"})
+
+
+def test_target_lookup_lists_the_targets():
+    m = sample_manifest(targets=("span", "warm"))
+    assert m.target("warm") is m.targets["warm"]
+    with pytest.raises(HaseError, match=r"no target 'cold': it has \['span', 'warm'\]"):
+        m.target("cold")

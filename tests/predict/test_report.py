@@ -1,0 +1,96 @@
+"""hase.predict.report: the Markdown and HTML reports hold the rows and figures of the evaluation they render."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hase.predict import dataset as D
+from hase.predict.calibration import Calibration
+from hase.predict.crossval import HELD_OUT, SPLIT, TARGET
+from hase.predict.evaluate import Evaluation, Headline
+from hase.predict.metrics import grouped_metrics, score
+from hase.predict.ratios import (
+    CALIBRATED_HELD_OUT_MS,
+    CALIBRATED_TRAIN_MS,
+    SUM_PRED_HELD_OUT_MS,
+    ratio_column,
+    ratio_summary,
+)
+from hase.predict.report import fmt, headline_lines, markdown, md_table, write_report
+
+
+@pytest.fixture(scope="module")
+def evaluation() -> Evaluation:
+    """A small evaluation built from constructed measurements: two zoo families and one exported model."""
+    models = pd.DataFrame({
+        D.MODEL_ID: ["alex_a", "alex_b", "res_a", "res_b", "torch_x"],
+        D.FAMILY: ["alexnet", "alexnet", "resnet", "resnet", "exported"],
+        D.MEASURED_MS: [1.0, 2.0, 4.0, 8.0, 3.0],
+        D.SUM_COLUMNS["span"]: [0.9, 1.8, 4.4, 7.6, 3.3],
+        SUM_PRED_HELD_OUT_MS: [0.95, 2.3, 3.5, 8.2, 2.9],
+        CALIBRATED_HELD_OUT_MS: [1.05, 2.1, 3.8, 8.4, 3.5],
+        CALIBRATED_TRAIN_MS: [1.01, 1.98, 4.1, 7.9, 3.1],
+    })
+    for col in (D.SUM_COLUMNS["span"], SUM_PRED_HELD_OUT_MS, CALIBRATED_HELD_OUT_MS, CALIBRATED_TRAIN_MS):
+        models[ratio_column(col)] = models[col] / models[D.MEASURED_MS]
+    kernels = pd.DataFrame({"key": ["Conv", "Conv", "Add"], "y_ms": [0.1, 0.2, 0.01], "pred_ms": [0.11, 0.2, 0.02]})
+    held = {"m": models[D.MEASURED_MS], "p": models[CALIBRATED_HELD_OUT_MS]}
+    cands = pd.DataFrame({TARGET: ["span"] * 5, "calibration": ["scale/ols"] * 5, SPLIT: [HELD_OUT] * 5, **held})
+    exported = models[models[D.FAMILY] == "exported"]
+    headline = Headline(
+        device="cpu-1t", target="span", calibration=Calibration("scale", "ols", 1.0312, 0.0021, 0.0),
+        n_models=5, n_families=3, held_out=score(held["m"], held["p"]),
+        held_out_exported=score(exported[D.MEASURED_MS], exported[CALIBRATED_HELD_OUT_MS]),
+        train=score(models[D.MEASURED_MS], models[CALIBRATED_TRAIN_MS]),
+        baselines={"flops": score([1.0, 2.0], [2.0, 1.0])}, kernels_held_out=score(kernels["y_ms"], kernels["pred_ms"]))
+    baselines = models[[D.MODEL_ID, D.FAMILY, D.MEASURED_MS]].assign(flops=[2.0, 1.0, 4.0, 8.0, 3.0])
+    return Evaluation(
+        "cpu-1t", "span", "scale/ols", models, ratio_summary(models),
+        grouped_metrics(cands, [TARGET, "calibration"], "m", "p"), baselines,
+        pd.DataFrame([{"baseline": "flops", **headline.baselines["flops"].to_dict()}]),
+        grouped_metrics(kernels, "key", "y_ms", "pred_ms"),
+        grouped_metrics(models, D.FAMILY, D.MEASURED_MS, CALIBRATED_HELD_OUT_MS), headline)
+
+
+def test_cells_and_tables_are_formatted_for_people():
+    cells = (fmt(np.float64(0.12345)), fmt(1234.56), fmt(float("nan")), fmt(np.int64(7)))
+    assert cells == ("0.123", "1234.6", "—", "7")
+    assert (fmt(True), fmt(np.bool_(False)), fmt("x")) == ("yes", "no", "x")
+    table = md_table(pd.DataFrame({"a": [1, 2], "b": [0.5, np.nan]}))
+    assert table.splitlines() == ["| a | b |", "|---|---|", "| 1 | 0.500 |", "| 2 | — |"]
+
+
+def test_headline_lines_quote_the_figures(evaluation):
+    lines = headline_lines(evaluation)
+    h = evaluation.headline
+    assert "α=1.0312, β=0.0021 ms, γ=0.00 µs/kernel); 5 models, 3 families" in lines[0]
+    assert f"±10 % accuracy **{h.held_out.acc10:.0%}**" in lines[1]
+    assert f"RMSPE **{h.held_out.rmspe:.1f} %**" in lines[1]
+    assert f"over {h.held_out_exported.n} models" in lines[2] and lines[-1].startswith("- baseline, linear in flops")
+
+
+def test_markdown_holds_every_model_and_family_row(evaluation):
+    md = markdown(evaluation, {"ratios": "plots/ratios.png"})
+    assert "| alex_b | alexnet | 2.000 | 2.100 |" in md  # model, family, measured, calibrated held-out, ...
+    assert "| torch_x | exported | 3.000 | 3.500 | 1.100 |" in md  # ... then the ratios: Σ span first
+    fam = evaluation.families.set_index(D.FAMILY).loc["resnet"]
+    assert f"| resnet | {fam['n']} | {fmt(fam['rmse_ms'])} | {fmt(fam['rmspe'])} |" in md
+    assert "| span | scale/ols | 5 |" in md and "![ratios](plots/ratios.png)" in md
+    assert md.index("## Held-out error by family") < md.index("## Every model")
+
+
+def test_write_report_writes_tables_plots_and_pages(evaluation, tmp_path):
+    paths = write_report(evaluation, tmp_path / "rep")
+    assert {p.name for p in paths.values()} >= {"report.md", "report.html", "headline.json", "models.csv",
+                                                  "pred_vs_measured.png", "op_error.png"}
+    assert all(p.is_file() and p.stat().st_size > 0 for p in paths.values())
+    assert pd.read_csv(paths["models.csv"])[D.MODEL_ID].tolist() == evaluation.models[D.MODEL_ID].tolist()
+    assert json.loads(paths["headline.json"].read_text())["held_out"]["n"] == 5
+    page = paths["report.html"].read_text()
+    assert page.count("data:image/png;base64,") == 4 and "<td>torch_x</td>" in page and "<td>resnet</td>" in page
+    assert "**" not in page and "Hase evaluation: cpu-1t" in page
+    assert "![pred_vs_measured](plots/pred_vs_measured.png)" in paths["report.md"].read_text()
+    assert not list((tmp_path / "rep").glob(".*.tmp"))  # atomic writes leave no temporary files
