@@ -1,4 +1,5 @@
 # Hase: every set-up step lives here. `make demo` and `make test` are the README's two commands.
+# `make test-fast` skips the tests marked slow; `make lint typecheck` are the checks .ci/run runs before the tests.
 # EP=cpu (default) installs plain onnxruntime; EP=cuda installs onnxruntime-gpu instead (never both).
 PYTHON ?= python3
 VENV   ?= .venv
@@ -21,7 +22,7 @@ endif
 PREDICTORS ?= data/predictors
 REPORT ?= reports
 
-.PHONY: setup demo test zoo collect train report bench clean
+.PHONY: setup demo test test-fast lint typecheck zoo collect train report bench clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +42,15 @@ demo: setup collect train report
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow"
+
+lint: setup
+	$(BIN)/ruff check hase tests benchmarks
+
+typecheck: setup
+	$(BIN)/mypy
 
 zoo: setup
 	$(HASE) zoo --config $(ZOO) --out model_zoo

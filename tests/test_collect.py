@@ -79,6 +79,7 @@ def check_complete(store_path: Path, n_models: int) -> dict[str, int]:
     return counts
 
 
+@pytest.mark.slow
 def test_collect_end_to_end(tmp_path, fast_config, models, capsys):
     store = tmp_path / "s.sqlite"
     argv = ["collect", "--zoo", "none", "--devices", str(fast_config), "--store", str(store)]
@@ -96,6 +97,7 @@ def test_collect_end_to_end(tmp_path, fast_config, models, capsys):
     assert check_complete(store, len(models)) == counts
 
 
+@pytest.mark.slow
 def test_collect_resumes_after_sigkill(tmp_path, fast_config, models):
     store = tmp_path / "s.sqlite"
     argv = [sys.executable, "-m", "hase.cli", "-q", "collect", "--zoo", "none", "--devices", str(fast_config),

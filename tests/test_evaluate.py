@@ -133,6 +133,8 @@ def test_train_writes_an_evaluated_predictor(tiny_root):
     entry = manifest["targets"][manifest["default_target"]]
     assert {"alpha", "beta", "gamma", "fit_data"} <= set(entry["calibration"])
     assert len(entry["calibration"]["fit_data"]) == 9 and entry["held_out"]["n"] == 9
+    fit = entry["calibration"]["fit_data"][0]
+    assert {"model_id", "family", "sum_ms", "n_kernels", "measured_ms", "fitted_ms", "residual_pct"} == set(fit)
     cv = pd.read_csv(d / "cv_models.csv")
     held = cv[cv[CV.SPLIT] == CV.HELD_OUT]
     assert set(held[CV.FOLD]) == {"convnet", "embed", "mlp"}
@@ -184,6 +186,7 @@ def test_baselines_are_held_out_linear_fits(tiny_root):
     assert (b[B.MODEL_BYTES] > 0).all() and b["flops"].ne(b[B.MODEL_FLOPS]).all()  # predictions, not inputs
 
 
+@pytest.mark.slow
 def test_evaluate_report_files_and_ratio_table(tiny_root, tmp_path):
     from hase.predict.report import write_report
 
@@ -205,6 +208,7 @@ def test_evaluate_report_files_and_ratio_table(tiny_root, tmp_path):
     assert json.loads(paths["headline.json"].read_text()) == json.loads(json.dumps(ev.headline.to_dict()))
 
 
+@pytest.mark.slow
 def test_cli_train_and_evaluate(tiny_root, tmp_path, capsys):
     (tmp_path / "t.toml").write_text(TINY_CONFIG.replace('targets = ["warm", "span"]', 'targets = ["span"]'))
     rc = main(["-q", "train", "--store", str(tiny_root / "tiny.sqlite"), "--out", str(tmp_path / "p"),

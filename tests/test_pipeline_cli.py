@@ -49,6 +49,7 @@ def test_missing_config_file(tmp_path):
         load_pipeline_config(tmp_path / "nope.toml")
 
 
+@pytest.mark.slow
 def test_run_writes_trace_csv_and_json(tmp_path, capsys):
     trace, csv = tmp_path / "t.json", tmp_path / "e.csv"
     code = main(["pipeline", "run", str(EXAMPLE), "--batches", "12", "--warmup", "1", "--trace", str(trace),

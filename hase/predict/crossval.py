@@ -66,7 +66,7 @@ def calibration_sums(data: D.DeviceData, target: str, predictor: KernelPredictor
     """The kernel sums a calibration is fitted on, in the order of `model_ids`: measured, or the predictor's."""
     sums = (measured_sum(data, target, model_ids) if calibrate_on == "measured"
             else model_predictions(data, predictor, model_ids)[SUM_PRED_MS])
-    return sums.reindex(pd.Index(model_ids))
+    return sums.reindex(pd.Index(model_ids, name=D.MODEL_ID))
 
 
 def fit_predictor(data: D.DeviceData, target: str, model_ids: Iterable[str], make: MakePredictor) -> KernelPredictor:

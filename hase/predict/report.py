@@ -138,6 +138,7 @@ def html_page(ev: Evaluation, pngs: dict[str, bytes]) -> str:
     md_heads = "".join(f"<li>{html.escape(line[2:]).replace('**', '')}</li>" for line in headline_lines(ev))
 
     def table(frame: pd.DataFrame) -> str:
+        """A DataFrame as an HTML table, numbers formatted like the Markdown report."""
         return frame.to_html(index=False, float_format=fmt, na_rep="—", border=0, classes="t")
 
     imgs = "".join(f'<figure><img alt="{n}" src="data:image/png;base64,{base64.b64encode(b).decode()}"/>'

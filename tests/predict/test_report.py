@@ -81,6 +81,7 @@ def test_markdown_holds_every_model_and_family_row(evaluation):
     assert md.index("## Held-out error by family") < md.index("## Every model")
 
 
+@pytest.mark.slow
 def test_write_report_writes_tables_plots_and_pages(evaluation, tmp_path):
     paths = write_report(evaluation, tmp_path / "rep")
     assert {p.name for p in paths.values()} >= {"report.md", "report.html", "headline.json", "models.csv",

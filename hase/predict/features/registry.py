@@ -33,6 +33,7 @@ class FeatureFamily:
 
     @property
     def column_names(self) -> tuple[str, ...]:
+        """The feature columns, in the order the extractor returns them (and the forests read them)."""
         return tuple(c for c, _ in self.columns)
 
     def extract(self, spec: KernelSpec) -> dict[str, float]:
