@@ -13,6 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from hase import paths
 from hase.measure import collect as coll
 from hase.measure import runtime
 from hase.measure.store import Store
@@ -20,9 +21,9 @@ from hase.measure.store import Store
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--zoo", default="configs/zoo_small.toml")
-    ap.add_argument("--devices", default="configs/devices.toml")
-    ap.add_argument("--zoo-dir", default="model_zoo")
+    ap.add_argument("--zoo", default=paths.ZOO_CONFIG)
+    ap.add_argument("--devices", default=paths.DEVICES_CONFIG)
+    ap.add_argument("--zoo-dir", default=paths.ZOO_DIR)
     ap.add_argument("--limit", type=int, default=None, help="only the first N models")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)

@@ -78,7 +78,8 @@ def bench_overhead(repeats: int, batches: int, batch: int, width: int, layers: i
         for mode in order[r % len(order):] + order[: r % len(order)]:
             runs[mode].append(throughput(spec, batches, all_modes[mode]))
     load.append(os.getloadavg()[0])
-    paired = {m: [(off - x) / off * 100 for off, x in zip(runs["off"], v)] for m, v in runs.items() if m != "off"}
+    paired = {m: [(off - x) / off * 100 for off, x in zip(runs["off"], v, strict=True)]
+              for m, v in runs.items() if m != "off"}
     return {"batches": batches, "repeats": repeats, "runs": runs, "load": load,
             "median_per_s": {m: statistics.median(v) for m, v in runs.items()},
             "paired_pct": {m: (statistics.median(v), *statistics.quantiles(v, n=4)[::2]) for m, v in paired.items()}}

@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from hase import paths
+
 REPO = Path(__file__).resolve().parents[1]
 HASE = [sys.executable, "-m", "hase.cli"]
 
@@ -34,7 +36,8 @@ def resnet50(out_dir: Path) -> Path:
 
 def batch_files(n: int) -> list[Path]:
     """n model paths, cycling over the zoo and exported models on disk (each is predicted from scratch)."""
-    files = sorted((REPO / "model_zoo").rglob("*.onnx")) + sorted((REPO.parent / "shared/models/exported").glob("*.onnx"))
+    files = sorted((REPO / paths.ZOO_DIR).rglob("*.onnx"))
+    files += sorted((REPO.parent / "shared/models/exported").glob("*.onnx"))
     if not files:
         raise SystemExit("no models on disk: run `make zoo` (or `make collect`) first")
     return list(itertools.islice(itertools.cycle(files), n))
@@ -57,7 +60,7 @@ def run_predict(models: list[Path], extra: list[str]) -> tuple[float, float, obj
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--device", default="cpu-1t")
+    ap.add_argument("--device", default=paths.DEFAULT_DEVICE)
     ap.add_argument("--predictors", default=None)
     ap.add_argument("--model", default=None, help="the single model to time (default: a zoo ResNet-50)")
     ap.add_argument("--batch", type=int, default=100)
@@ -76,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     target = manifest.default_target
     held = manifest.target(target).held_out
     figures = {
-        "model": Path(str(one["model"])).name, "n_kernels": one["n_kernels"], "predicted_ms": round(one["latency_ms"], 3),
+        "model": Path(str(one["model"])).name, "n_kernels": one["n_kernels"],
+        "predicted_ms": round(one["latency_ms"], 3),
         "work_s": round(t["load_predictor_s"] + t["graph_s"] + t["predict_s"], 3),
         "load_predictor_s": round(t["load_predictor_s"], 3), "graph_s": round(t["graph_s"], 3),
         "predict_s": round(t["predict_s"], 3), "command_wall_s": round(wall, 2), "peak_rss_mb": round(peak, 1),

@@ -6,12 +6,12 @@ import json
 
 from rich.console import Console
 
+from hase import paths
+from hase.commands.common import add_device_arg, add_json_arg, add_predictors_arg, add_store_arg, add_target_arg
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `evaluate` subcommand."""
-    from hase import paths
-    from hase.commands.common import add_device_arg, add_json_arg, add_predictors_arg, add_store_arg, add_target_arg
-
     p = sub.add_parser("evaluate", help="write the evaluation report (CSV, Markdown, HTML with plots)",
                        description="For every measured model: measured latency, sum of ORT kernel_time, of in-model "
                                    "spans, of standalone kernels (warm, cold), the predicted sum and a*sum+b, each as "

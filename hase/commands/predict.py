@@ -11,6 +11,13 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from hase.commands.common import (
+    add_device_arg,
+    add_input_shape_arg,
+    add_json_arg,
+    add_predictors_arg,
+    add_target_arg,
+)
 from hase.errors import HaseError
 
 if TYPE_CHECKING:  # pragma: no cover - the predictor stack loads only when a command runs
@@ -20,14 +27,6 @@ if TYPE_CHECKING:  # pragma: no cover - the predictor stack loads only when a co
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `predict` subcommand."""
-    from hase.commands.common import (
-        add_device_arg,
-        add_input_shape_arg,
-        add_json_arg,
-        add_predictors_arg,
-        add_target_arg,
-    )
-
     p = sub.add_parser("predict", help="predict a model's latency on a device from kernel predictors",
                        description="Split each model into ORT kernels, predict every kernel (batched per forest), "
                                    "sum, and calibrate: latency = a*sum + g*n_kernels + b. Kernels predicted by a "

@@ -10,15 +10,15 @@ from rich.console import Console
 from rich.status import Status
 from rich.table import Table
 
+from hase import paths
+from hase.commands.common import add_device_arg, add_json_arg, add_store_arg
+
 if TYPE_CHECKING:  # pragma: no cover - the predictor stack loads only when a command runs
     from hase.predict.train import TrainResult
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `train` subcommand."""
-    from hase import paths
-    from hase.commands.common import add_device_arg, add_json_arg, add_store_arg
-
     p = sub.add_parser("train", help="train kernel predictors from the store (leave-family-out evaluated)",
                        description="Fit one RandomForest per (device, op type) on the store's kernel measurements, "
                                    "evaluate by holding out each model family in turn, fit the calibration "

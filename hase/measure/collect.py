@@ -17,6 +17,7 @@ from typing import Any
 
 import onnx
 
+from hase import paths
 from hase.errors import HaseError
 from hase.files import load_toml
 from hase.kernels import graph, split
@@ -84,7 +85,7 @@ def load_collect_config(path: str | Path, device_names: list[str] | None = None)
     return CollectConfig(devices, settings)
 
 
-def zoo_sources(zoo_config: str | Path, out_dir: str | Path = "model_zoo") -> Iterator[ModelSource]:
+def zoo_sources(zoo_config: str | Path, out_dir: str | Path = paths.ZOO_DIR) -> Iterator[ModelSource]:
     """Build (where missing) and yield the zoo's models one at a time."""
     from hase.zoo import ensure_zoo
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hase import paths
 from hase.errors import HaseError
 from hase.kernels.types import KernelSpec
 from hase.predict.bundle import PredictorBundle, load_bundle, predictor_dir
@@ -141,7 +142,8 @@ def estimate_models(paths: Sequence[str | Path], bundle: PredictorBundle, target
     return results
 
 
-def predict_model_latency(path: Path, device: str = "cpu-1t", predictors_dir: str | Path | None = None) -> float:
+def predict_model_latency(path: Path, device: str = paths.DEFAULT_DEVICE,
+                          predictors_dir: str | Path | None = None) -> float:
     """Calibrated predicted latency (ms) of an ONNX model on `device`, with its default target."""
     bundle = load_bundle(predictor_dir(device, predictors_dir), ["default"])
     return estimate_model(path, bundle).latency_ms
