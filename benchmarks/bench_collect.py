@@ -6,12 +6,13 @@ with the device metadata. Usage: python benchmarks/bench_collect.py [--zoo confi
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from figures import print_figures
 
 from hase import paths
 from hase.measure import collect as coll
@@ -49,11 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         "peak_rss_mb": round(peak_mb, 1),
         **runtime.device_metadata(cfg.devices[0]),
     }
-    if args.json:
-        print(json.dumps(figures))
-    else:
-        for k, v in figures.items():
-            print(f"{k:28s} {v}")
+    print_figures(figures, args.json)
     return 0
 
 

@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from figures import print_figures
+
 from hase import paths
 
 REPO = Path(__file__).resolve().parents[1]
@@ -90,11 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         "baselines_held_out": {b["baseline"]: round(b["rmspe"], 1) for b in manifest.baselines_held_out},
         "device": manifest.device, "cpu_model": manifest.device_meta.cpu_model,
     }
-    if args.json:
-        print(json.dumps(figures))
-    else:
-        for k, v in figures.items():
-            print(f"{k:28s} {v}")
+    print_figures(figures, args.json)
     return 0
 
 

@@ -15,7 +15,7 @@ from hase.cli import main
 from hase.errors import HaseError
 from hase.zoo import registry
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 # One small variant per family, and the output shapes it must produce.
 SMALL = {

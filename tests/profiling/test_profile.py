@@ -22,7 +22,7 @@ from hase.profiling import events as E
 from hase.profiling.findings import diagnose
 from hase.profiling.run import analyze, profile_model
 
-DATA = Path(__file__).parent / "data" / "profiles"
+DATA = Path(__file__).parents[1] / "data" / "profiles"
 REAL = {name: DATA / f"ort132_cpu_{name}.json" for name in ("tiny_cnn", "if_subgraph", "bert_tiny")}
 CUDA = "CUDAExecutionProvider"
 

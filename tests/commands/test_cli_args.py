@@ -11,7 +11,7 @@ from hase import paths
 from hase.cli import COMMANDS, build_parser, main
 from hase.commands import common
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _sub(command: str) -> argparse.ArgumentParser:

@@ -12,7 +12,7 @@ from hase.errors import HaseError
 from hase.pipeline import load_pipeline_config, pipeline_from_dict, read_events_csv, simulation_spec
 from hase.pipeline import schema as S
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "configs" / "pipeline_example.toml"
 
 
