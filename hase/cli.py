@@ -3,30 +3,53 @@
 Each subcommand lives in `hase/commands/<name>.py` and exposes `register(subparsers)`, which adds its
 parser and sets `func` to a `run(args) -> int`; options several commands share (`--store`, `--device`,
 `--input-shape`, `--ep`, ...) are declared once in `hase/commands/common.py`, default paths in `hase.paths`.
-HaseError becomes one line on stderr and exit code 2.
+
+Exit codes: 0 done; 2 bad input or environment — a bad option, a HaseError, or an OSError (permission denied,
+read-only or full disk, a file where a directory belongs), MemoryError, UnicodeDecodeError or SQLite error —
+always one line on stderr, never a traceback; 1 an internal error (a bug: rerun with -v for the traceback);
+130 interrupted (Ctrl-C or SIGTERM; what was committed is kept).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
+import signal
+import sqlite3
 import sys
+from collections.abc import Iterator
+from types import FrameType
+from typing import NoReturn
 
 from hase import __version__
-from hase.errors import HaseError
+from hase.errors import HaseError, first_line
+from hase.files import os_error_message
 
 COMMANDS = ("zoo", "split", "collect", "profile", "train", "predict", "evaluate", "pipeline")
+
+EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+log = logging.getLogger("hase")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line on stderr (exit 2), like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print `hase <command>: error: <message>` and where to find the usage, then exit 2."""
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The full parser, or (with `only`) one that registers just that subcommand, so `hase predict`
     does not pay for importing every other command's dependencies."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="hase",
         description="Predict ONNX model latency from kernel measurements, and explain where a run's time goes.",
     )
     parser.add_argument("--version", action="version", version=f"hase {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging, tracebacks of errors")
     parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS if only is None else (only,):
@@ -38,26 +61,115 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `hase` console script; returns the process exit code."""
     argv = sys.argv[1:] if argv is None else argv
     first = next((a for a in argv if not a.startswith("-")), None)
-    parser = build_parser(first if first in COMMANDS else None)
-    args = parser.parse_args(argv)
+    try:
+        parser = build_parser(first if first in COMMANDS else None)
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error already printed
+        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
+        return EXIT_BAD_INPUT
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
     _setup_logging(level)
+    with _sigterm_as_interrupt():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the subcommand; every failure becomes one line on stderr and its exit code (see the module docstring)."""
     try:
         return int(args.func(args) or 0)
-    except HaseError as exc:
-        print(f"hase: error: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # a bug, not bad input: one line unless -v asks for the traceback
-        if args.verbose:
-            raise
-        print(f"hase: internal error: {type(exc).__name__}: {exc} (rerun with -v for the traceback)", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print("hase: interrupted; everything committed so far is kept — rerun to resume", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        message = user_error(exc)
+        if message is None:  # a bug, not bad input: one line unless -v asks for the traceback
+            if args.verbose:
+                raise
+            print(f"hase: internal error: {type(exc).__name__}: {first_line(exc)} (rerun with -v for the traceback)",
+                  file=sys.stderr)
+            return EXIT_INTERNAL
+        if args.verbose and not isinstance(exc, HaseError):
+            log.debug("the error's traceback", exc_info=exc)
+        print(f"hase: error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def user_error(exc: BaseException) -> str | None:
+    """The one-line message of an error caused by the user's input or the environment, None for a bug.
+
+    Looks through explicit causes (`raise ... from exc`), so a library error wrapping a full disk still says so.
+    """
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        message = _direct_user_error(cur)
+        if message is not None:
+            return message
+        cur = cur.__cause__
+    return None
+
+
+def _direct_user_error(exc: BaseException) -> str | None:
+    if isinstance(exc, HaseError):  # written for the user; kept whole, on one line
+        return " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
+    if isinstance(exc, OSError):
+        return os_error_message(exc)
+    if isinstance(exc, MemoryError):
+        detail = first_line(exc) if str(exc).strip() else "an allocation failed"
+        return (f"out of memory ({detail}): the inputs are too large for this machine; use smaller shapes "
+                f"(--input-shape, batch size) or a machine with more memory")
+    if isinstance(exc, UnicodeDecodeError):
+        return (f"a file is not {exc.encoding} text ({exc.reason} at byte {exc.start}): "
+                f"pass a UTF-8 text file where text is expected")
+    if isinstance(exc, sqlite3.Error):
+        return _sqlite_message(exc)
+    return None
+
+
+# SQLite's message -> the fix; errors that mean Hase misused SQLite (a bug) are not listed
+_SQLITE_FIXES = (
+    ("disk is full", "no space left on the device: free disk space or choose another --store location"),
+    ("readonly database", "the store is read-only: check its permissions or choose another --store"),
+    ("database is locked", "another process holds the store: wait for it to finish or use another --store"),
+    ("file is not a database", "not an SQLite file: pass a store written by `hase collect` (--store)"),
+    ("malformed", "the store is corrupt: restore it from a copy or collect into a new --store"),
+    ("no such table", "not a Hase store: pass a store written by `hase collect` (--store)"),
+    ("no such column", "a store of another Hase version: collect into a new --store"),
+    ("unable to open", "cannot open the store: check the --store path and its directory's permissions"),
+    ("disk i/o error", "input/output error: check the disk"),
+)
+
+
+def _sqlite_message(exc: sqlite3.Error) -> str | None:
+    if isinstance(exc, (sqlite3.ProgrammingError, sqlite3.InterfaceError, sqlite3.NotSupportedError)):
+        return None  # Hase used the API wrongly: a bug
+    text = first_line(exc)
+    fix = next((f for key, f in _SQLITE_FIXES if key in text.lower()), "check the --store file")
+    return f"SQLite: {text}: {fix}"
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised as an interrupt so that `finally` blocks and context managers clean up (temp dirs)."""
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """While a command runs, SIGTERM unwinds like Ctrl-C instead of killing the process mid-write."""
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise _Terminated
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _setup_logging(level: int) -> None:

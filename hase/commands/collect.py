@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from hase import paths
 from hase.commands.common import add_device_arg, add_ep_arg, add_store_arg, add_threads_arg
+from hase.errors import HaseError
 from hase.measure import collect as coll
 from hase.measure import runtime
 from hase.measure.store import Store
@@ -37,6 +39,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_threads_arg(p, help="intra-op threads with --ep (default 1)")
     add_store_arg(p)
     p.add_argument("--limit", type=int, default=None, help="collect at most N models (for a quick look)")
+    p.add_argument("--retry-skips", action="store_true",
+                   help="try every job recorded as skipped again (a skip under other settings is retried anyway)")
     p.set_defaults(func=run)
 
 
@@ -55,6 +59,8 @@ def gather_sources(args: argparse.Namespace) -> tuple[Iterator[coll.ModelSource]
         chains.append(srcs)
     for m in args.model:
         path = Path(m)
+        if not path.is_file():
+            raise HaseError(f"--model {escape(str(path))}: no such file")
         chains.append([coll.ModelSource(path.stem, "user", path)])
         total += 1
     sources: Iterator[coll.ModelSource] = itertools.chain.from_iterable(chains)
@@ -66,6 +72,8 @@ def gather_sources(args: argparse.Namespace) -> tuple[Iterator[coll.ModelSource]
 
 def run(args: argparse.Namespace) -> int:
     """Measure every source on every device configuration into the store, with progress bars and a summary."""
+    if args.limit is not None and args.limit < 0:
+        raise HaseError(f"--limit {args.limit} is out of range: give a number of models, 0 or more")
     cfg = coll.load_collect_config(args.devices, args.device)
     if args.ep:
         ep = EPConfig(name=f"{args.ep}-{args.threads}t", ep=args.ep, intra_op_threads=args.threads)
@@ -86,12 +94,12 @@ def run(args: argparse.Namespace) -> int:
                 if state["started"]:
                     bar.advance(task)
                 state["started"] = True
-                bar.update(task, description=f"models [{info['device']}] {info['model']}")
+                bar.update(task, description=f"models \\[{escape(info['device'])}] {escape(info['model'])}")
             elif event == "kernel":
                 bar.update(ktask, total=info["n"], completed=info["i"] + 1,
-                           description=f"kernels {info['op_type']}")
+                           description=f"kernels {escape(info['op_type'])}")
 
-        report = coll.collect(sources, cfg, store, on_event)
+        report = coll.collect(sources, cfg, store, on_event, retry_skips=args.retry_skips)
         bar.update(task, completed=total * len(cfg.devices))
         counts = store.counts()
     print_summary(report, counts, args.store)
@@ -100,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
 
 def print_summary(report: coll.CollectReport, counts: dict[str, int], store_path: str) -> None:
     """The run's figures and the store's totals as a table, then the first skipped targets."""
-    table = Table(title=f"collect finished -> {store_path}")
+    table = Table(title=f"collect finished -> {escape(str(store_path))}")
     table.add_column("figure")
     table.add_column("value", justify="right")
     share = report.timed_s / report.wall_s if report.wall_s else 0.0
@@ -119,4 +127,4 @@ def print_summary(report: coll.CollectReport, counts: dict[str, int], store_path
         table.add_row(k, str(v))
     Console().print(table)
     for target, reason in report.skips[:20]:
-        Console().print(f"[yellow]skipped[/] {target}: {reason}")
+        Console().print(f"[yellow]skipped[/] {escape(target)}: {escape(reason)}")

@@ -8,6 +8,7 @@ from rich.console import Console
 
 from hase import paths
 from hase.commands.common import add_device_arg, add_json_arg, add_predictors_arg, add_store_arg, add_target_arg
+from hase.files import check_output_dir, removed_on_error
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,12 +31,15 @@ def run(args: argparse.Namespace) -> int:
     from hase.predict.bundle import predictor_dir
     from hase.predict.report import headline_lines, report_predictor
 
-    ev, paths = report_predictor(args.store, predictor_dir(args.device, args.predictors), args.out, args.target)
+    out = check_output_dir(args.out, "--out")
+    with removed_on_error(out):  # a failed report leaves no half of itself behind
+        ev, paths = report_predictor(args.store, predictor_dir(args.device, args.predictors), out, args.target)
     if args.json:
         print(json.dumps(ev.headline.to_dict(), indent=1, default=str))
         return 0
     c = Console()
     for line in headline_lines(ev):
         c.print(line.replace("**", ""), markup=False)
-    c.print(f"report: {paths['report.html']} and {paths['report.md']} (+ {len(paths) - 2} CSV/PNG/JSON files)")
+    c.print(f"report: {paths['report.html']} and {paths['report.md']} (+ {len(paths) - 2} CSV/PNG/JSON files)",
+            markup=False)
     return 0

@@ -7,10 +7,13 @@ import math
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from hase import paths
 from hase.commands.common import add_json_arg, add_predictors_arg
+from hase.errors import HaseError
+from hase.files import check_output_dir, check_output_file, removed_on_error
 from hase.pipeline.config import load_pipeline_config, simulation_spec
 from hase.pipeline.session import SessionOptions, profile_pipeline
 from hase.pipeline.spec import (
@@ -98,23 +101,43 @@ def _devices(text: str) -> tuple[str, ...]:
 
 
 def _profile(spec: PipelineSpec, batches: int, warmup: int, args: argparse.Namespace) -> int:
-    """Run through `profile_pipeline`, print the summary (also after a mid-run failure, then raise it)."""
+    """Run through `profile_pipeline`, print the summary (also after a mid-run failure, then raise it).
+
+    Output paths are checked before anything runs; a failure before the run leaves no files in --workdir.
+    """
+    _check_outputs(args)
+    if warmup < 0:
+        raise HaseError(f"warm-up runs must be >= 0 (got {warmup})")
     options = SessionOptions(
         warmup=warmup, trace=not args.no_trace_events, hardware=not args.no_hw_profile,
         hw_sample_every=args.hw_sample_every, hw_sample_block=args.hw_sample_block,
         hw_sample_warmup=args.hw_sample_warmup, workdir=args.workdir, trace_path=args.trace, csv_path=args.csv,
         predict_device=args.predict, predictors_dir=args.predictors)
-    session = profile_pipeline(spec, batches, options)
+    if args.workdir:
+        with removed_on_error(args.workdir):
+            session = profile_pipeline(spec, batches, options)
+    else:
+        session = profile_pipeline(spec, batches, options)
     if args.json:
         print(json.dumps(session.to_dict(), indent=2, default=str))
     else:
         console = Console()
         print_summary(session.summary, console)
         if session.comparison is not None:
-            console.print(_table(f"predicted ({args.predict}) vs measured", session.comparison, COMPARISON_VIEW))
+            console.print(_table(f"predicted ({escape(args.predict)}) vs measured", session.comparison,
+                                 COMPARISON_VIEW))
     if session.error is not None:
         raise session.error
     return 0
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Fail before a minutes-long run, not after it, when an output path cannot be written."""
+    for flag, path in (("--trace", args.trace), ("--csv", args.csv)):
+        if path:
+            check_output_file(path, flag)
+    if args.workdir:
+        check_output_dir(args.workdir, "--workdir")
 
 
 def print_summary(s: PipelineSummary, console: Console) -> None:
@@ -157,7 +180,7 @@ def _cell(v: object, col: str) -> str:
         if math.isnan(v):
             return "–"
         return _pct(v) if col.endswith(("_util", "_coverage")) else f"{v:.3f}"
-    return str(v)
+    return escape(str(v))
 
 
 def _pct(v: float) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from hase.commands.common import (
@@ -64,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
     from hase.predict.bundle import load_bundle, predictor_dir
     from hase.predict.estimate import ModelEstimate, PredictFailure, estimate_models
 
+    if args.top < 0:
+        raise HaseError(f"--top must be >= 0 (got {args.top})")
     t0 = time.perf_counter()
     files = model_files(args.models)
     shapes = parse_input_shapes(args.input_shape)
@@ -89,29 +92,31 @@ def print_one(est: ModelEstimate, top: int, held_out: Scores) -> None:
     """One model: latency and interval, sum and calibration, per-op totals, top kernels, fallbacks."""
     c = Console()
     cal = est.calibration
-    c.print(f"[bold]{est.model}[/] on [bold]{est.device}[/] ({est.n_kernels} kernels, target {est.target})")
+    c.print(f"[bold]{escape(est.model)}[/] on [bold]{escape(est.device)}[/] ({est.n_kernels} kernels, "
+            f"target {escape(est.target)})")
     c.print(f"predicted latency [bold]{est.latency_ms:.3f} ms[/]  (p10–p90 of the trees: {est.low_ms:.3f} – "
             f"{est.high_ms:.3f} ms)")
-    c.print(f"Σ kernel {est.sum_ms:.3f} ms; calibration {cal.name}: α={cal.alpha:.4f}, β={cal.beta:.4f} ms, "
+    c.print(f"Σ kernel {est.sum_ms:.3f} ms; calibration {escape(cal.name)}: α={cal.alpha:.4f}, β={cal.beta:.4f} ms, "
             f"γ={cal.gamma * 1e3:.2f} µs/kernel; held-out accuracy of this predictor: ±10 % {held_out.acc10:.0%}, "
             f"RMSPE {held_out.rmspe:.1f} %")
     ops = Table(title="per op type")
     for col in ("op type", "kernels", "Σ ms", "share"):
         ops.add_column(col, justify="left" if col == "op type" else "right")
     for r in est.by_op().itertuples():
-        ops.add_row(str(r.op_type), str(r.n), f"{r.pred_ms:.3f}", f"{r.share:.0%}")
+        ops.add_row(escape(str(r.op_type)), str(r.n), f"{r.pred_ms:.3f}", f"{r.share:.0%}")
     c.print(ops)
     tk = Table(title=f"top {top} kernels by predicted time")
     for col in ("node", "op type", "ms", "predictor"):
         tk.add_column(col, justify="right" if col == "ms" else "left")
     for r in est.top(top).itertuples():
-        tk.add_row(str(r.node_name)[:60], str(r.op_type), f"{r.pred_ms:.4f}", f"{r.key} ({r.source})")
+        tk.add_row(escape(str(r.node_name)[:60]), escape(str(r.op_type)), f"{r.pred_ms:.4f}",
+                   escape(f"{r.key} ({r.source})"))
     c.print(tk)
     fb = est.fallback
     if len(fb):
         counts = fb.groupby(["op_type", "source"]).size().reset_index(name="n")
         c.print(f"[yellow]{len(fb)} kernels used a fallback forest[/] (no forest of their own): "
-                + ", ".join(f"{r.op_type} x{r.n} -> {r.source}" for r in counts.itertuples()))
+                + escape(", ".join(f"{r.op_type} x{r.n} -> {r.source}" for r in counts.itertuples())))
     else:
         c.print("every kernel was predicted by its own op type's forest")
 
@@ -126,8 +131,8 @@ def print_batch(results: Sequence[ModelResult], wall_s: float) -> None:
         t.add_column(col, justify="left" if col == "model" else "right")
     for r in results:
         if isinstance(r, PredictFailure):
-            t.add_row(Path(r.model).name, "", "", "[red]error[/]", r.error[:60], "")
+            t.add_row(escape(Path(r.model).name), "", "", "[red]error[/]", escape(r.error[:60]), "")
         else:
-            t.add_row(Path(r.model).name, str(r.n_kernels), f"{r.sum_ms:.3f}", f"{r.latency_ms:.3f}",
+            t.add_row(escape(Path(r.model).name), str(r.n_kernels), f"{r.sum_ms:.3f}", f"{r.latency_ms:.3f}",
                       f"{r.low_ms:.3f}–{r.high_ms:.3f}", str(len(r.fallback)))
     c.print(t)

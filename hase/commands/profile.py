@@ -21,11 +21,12 @@ from rich.text import Text
 from hase import paths
 from hase.commands.common import add_ep_args, add_input_shape_arg, add_json_arg
 from hase.errors import HaseError
+from hase.files import check_output_dir, check_output_file
 from hase.measure.types import EPConfig, Timing
 from hase.profiling import decompose as P
 from hase.profiling.events import load_profile
 from hase.profiling.perfetto import to_chrome_trace, write_chrome_trace
-from hase.profiling.run import ProfileAnalysis, ProfileResult, analyze, profile_model
+from hase.profiling.run import ProfileAnalysis, ProfileResult, analyze, profile_folder, profile_model
 
 TRACE_SUFFIX = ".hase_trace.json"
 
@@ -52,29 +53,52 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Profile the model (or read --trace), decompose its runs, write the Perfetto trace, print the findings."""
-    if bool(args.model) == bool(args.trace):
-        raise HaseError("give either MODEL.onnx to run or --trace ORT_PROFILE.json to read (exactly one)")
-    wall: Timing | None = None
-    context: dict[str, Any] = {}
+    """Profile the model (or read --trace), decompose its runs, write the Perfetto trace, print the findings.
+
+    Output paths are checked before anything runs; when the command fails, the profile it wrote and any
+    folder it made are removed (a profile read with --trace is never touched).
+    """
+    _check_args(args)
+    if args.out_trace:
+        check_output_file(args.out_trace, "--out-trace")
     if args.trace:
         profile_path = Path(args.trace)
-        events, skip = load_profile(profile_path), args.skip_runs
-    else:
-        if args.skip_runs:
-            raise HaseError("--skip-runs applies to --trace; when running a model, use --warmup "
-                            "(warm-up runs are profiled but skipped)")
+        trace_path = _trace_path(args, profile_path)
+        check_output_file(trace_path, "the trace next to --trace (choose one with --out-trace)")
+        _analyze_and_report(args, load_profile(profile_path), profile_path, args.skip_runs, None, {})
+        return 0
+    check_output_dir(args.workdir, "--workdir")
+    with profile_folder(args.workdir, Path(args.model).stem):
         result = _profile(args)
-        profile_path, events, skip, wall = result.profile_path, result.events, result.skip_runs, result.wall
         context = {"model": str(args.model), "metadata": result.metadata}
+        _analyze_and_report(args, result.events, result.profile_path, result.skip_runs, result.wall, context)
+    return 0
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if bool(args.model) == bool(args.trace):
+        raise HaseError("give either MODEL.onnx to run or --trace ORT_PROFILE.json to read (exactly one)")
+    if args.skip_runs and not args.trace:
+        raise HaseError("--skip-runs applies to --trace; when running a model, use --warmup "
+                        "(warm-up runs are profiled but skipped)")
+    for flag, value in (("--skip-runs", args.skip_runs), ("--top", args.top), ("--threads", args.threads)):
+        if value < 0:
+            raise HaseError(f"{flag} must be >= 0 (got {value})")
+
+
+def _trace_path(args: argparse.Namespace, profile_path: Path) -> Path:
+    return Path(args.out_trace) if args.out_trace else profile_path.with_name(profile_path.stem + TRACE_SUFFIX)
+
+
+def _analyze_and_report(args: argparse.Namespace, events: pd.DataFrame, profile_path: Path, skip: int,
+                        wall: Timing | None, context: dict[str, Any]) -> None:
     analysis = analyze(events, skip_runs=skip, top_n=args.top)
-    out_trace = Path(args.out_trace) if args.out_trace else profile_path.with_name(profile_path.stem + TRACE_SUFFIX)
+    out_trace = _trace_path(args, profile_path)
     write_chrome_trace(to_chrome_trace(events), out_trace)
     if args.json:
         print(json.dumps(_report(analysis, profile_path, out_trace, wall, context), allow_nan=False))
     else:
         _print(Console(), analysis, profile_path, out_trace, wall, context)
-    return 0
 
 
 def _profile(args: argparse.Namespace) -> ProfileResult:

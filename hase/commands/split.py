@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from hase.commands.common import add_ep_args, add_input_shape_arg, add_json_arg
-from hase.errors import HaseError
+from hase.files import check_output_dir, removed_on_error
 from hase.kernels.split import split_to_dir
 from hase.measure.types import EPConfig
 
@@ -32,18 +33,18 @@ def run(args: argparse.Namespace) -> int:
     from hase.kernels.graph import parse_input_shapes
 
     ep = EPConfig(name=args.ep, ep=args.ep, opt_level=args.opt_level)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise HaseError(f"--out {out} exists and is not a directory: choose another path")
-    result = split_to_dir(args.model, out, ep, parse_input_shapes(args.input_shape))
+    out = check_output_dir(args.out, "--out")
+    shapes = parse_input_shapes(args.input_shape)
+    with removed_on_error(out):  # a failed split (bad model, full disk) leaves no kernel files behind
+        result = split_to_dir(args.model, out, ep, shapes)
     if args.json:
         print(json.dumps(result))
         return 0
-    table = Table(title=f"{Path(args.model).name}: {result['n_nodes']} kernel nodes, "
-                        f"{result['n_unique']} unique kernels -> {out}")
+    table = Table(title=f"{escape(Path(args.model).name)}: {result['n_nodes']} kernel nodes, "
+                        f"{result['n_unique']} unique kernels -> {escape(str(out))}")
     for col in ("op type", "nodes", "unique"):
         table.add_column(col, justify="right" if col != "op type" else "left")
     for op, (n, u) in sorted(result["by_op"].items(), key=lambda kv: -kv[1][0]):
-        table.add_row(op, str(n), str(u))
+        table.add_row(escape(op), str(n), str(u))
     Console().print(table)
     return 0

@@ -7,11 +7,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.status import Status
 from rich.table import Table
 
 from hase import paths
 from hase.commands.common import add_device_arg, add_json_arg, add_store_arg
+from hase.files import check_output_dir
 
 if TYPE_CHECKING:  # pragma: no cover - the predictor stack loads only when a command runs
     from hase.predict.train import TrainResult
@@ -22,7 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("train", help="train kernel predictors from the store (leave-family-out evaluated)",
                        description="Fit one RandomForest per (device, op type) on the store's kernel measurements, "
                                    "evaluate by holding out each model family in turn, fit the calibration "
-                                   "latency = a*sum + g*n_kernels + b, and write <out>/<device>/ (joblib + manifest).")
+                                   "latency = a*sum + g*n_kernels + b, and write <out>/<device>/ (arrays + manifest).")
     add_store_arg(p)
     p.add_argument("--out", default=paths.PREDICTORS,
                    help="root directory of predictors, one folder per device (default %(default)s)")
@@ -41,11 +43,12 @@ def run(args: argparse.Namespace) -> int:
 
     targets = tuple(t.strip() for t in args.targets.split(",")) if args.targets else None
     cfg = load_train_config(args.config, targets=targets, save_targets=args.save_targets)
+    check_output_dir(args.out, "--out")  # before minutes of training, not after
     devices = args.device or store_devices(args.store)
     console = Console(stderr=True)
     results = []
     for device in devices:
-        with console.status(f"training {device}") as status:
+        with console.status(f"training {escape(device)}") as status:
             res = train(args.store, args.out, cfg, device, progress=_progress(status, device))
         results.append(res)
     if args.json:
@@ -58,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _progress(status: Status, device: str) -> Callable[[str], None]:
     """Training progress of one device, shown on the console's status line."""
-    return lambda msg: status.update(f"{device}: {msg}")
+    return lambda msg: status.update(escape(f"{device}: {msg}"))
 
 
 def _headline(res: TrainResult) -> dict[str, Any]:
@@ -72,22 +75,23 @@ def _headline(res: TrainResult) -> dict[str, Any]:
 def print_result(res: TrainResult) -> None:
     """Held-out accuracy per target, the baselines, fallbacks and where the files went."""
     console = Console()
-    table = Table(title=f"{res.device}: held-out (leave-family-out) accuracy, calibrated")
+    table = Table(title=f"{escape(res.device)}: held-out (leave-family-out) accuracy, calibrated")
     for col in ("target", "calibration", "n", "RMSPE%", "±5%", "±10%", "kernels RMSPE%"):
         table.add_column(col, justify="left" if col in ("target", "calibration") else "right")
     for target, entry in res.manifest.targets.items():
         h, k = entry.held_out, entry.kernels_held_out
         mark = " (default)" if target == res.default_target else ""
-        table.add_row(target + mark, entry.calibration.calibration.name, str(h.n), f"{h.rmspe:.1f}",
+        table.add_row(escape(target + mark), escape(entry.calibration.calibration.name), str(h.n), f"{h.rmspe:.1f}",
                       f"{h.acc5:.0%}", f"{h.acc10:.0%}", f"{k.rmspe if k else float('nan'):.1f}")
     for row in res.baselines.itertuples():
-        table.add_row(f"baseline {row.baseline}", "linear", str(row.n), f"{row.rmspe:.1f}", f"{row.acc5:.0%}",
+        table.add_row(escape(f"baseline {row.baseline}"), "linear", str(row.n), f"{row.rmspe:.1f}", f"{row.acc5:.0%}",
                       f"{row.acc10:.0%}", "")
     console.print(table)
     forests = res.manifest.target(res.default_target).predictor
     if forests.skipped:
         console.print(f"[yellow]{len(forests.skipped)} op keys have too few training kernels (of {forests.n_kernels}) "
                       f"and use a fallback forest[/]: "
-                      + ", ".join(f"{k} ({forests.skipped_n.get(k, '?')})" for k in sorted(forests.skipped)))
+                      + escape(", ".join(f"{k} ({forests.skipped_n.get(k, '?')})" for k in sorted(forests.skipped))))
     files = ", ".join(sorted(res.manifest.files))
-    console.print(f"saved {res.out_dir} ({files}) in {res.wall_s:.0f} s; default target: {res.default_target}")
+    console.print(f"saved {res.out_dir} ({files}) in {res.wall_s:.0f} s; default target: {res.default_target}",
+                  markup=False)

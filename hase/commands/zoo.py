@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
+
+from rich.markup import escape
 
 from hase import paths
 
@@ -37,24 +40,33 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from hase import zoo
+    from hase.files import check_output_dir, outermost_missing
 
     console = Console()
     specs = zoo.load_zoo_config(args.config)
     if args.list:
         console.print(_variants_table(specs))
         return 0
+    check_output_dir(args.out, "--out")
     built: Counter[str] = Counter()
     sizes: defaultdict[str, int] = defaultdict(int)
-    with _progress(console) as progress:
-        task = progress.add_task("building", total=len(specs))
-        for entry in zoo.ensure_zoo(args.config, args.out):
-            built[entry.spec.family] += entry.built
-            sizes[entry.spec.family] += entry.path.stat().st_size
-            progress.update(task, advance=1, description=entry.spec.name)
+    made = outermost_missing(zoo.zoo_dir(args.config, args.out))
+    try:
+        with _progress(console) as progress:
+            task = progress.add_task("building", total=len(specs))
+            for entry in zoo.ensure_zoo(args.config, args.out):
+                built[entry.spec.family] += entry.built
+                sizes[entry.spec.family] += entry.path.stat().st_size
+                progress.update(task, advance=1, description=escape(entry.spec.name))
+    except BaseException:
+        # models built before the failure stay (the zoo resumes), but folders made for nothing do not
+        if made is not None and not any(p.is_file() for p in made.rglob("*")):
+            shutil.rmtree(made, ignore_errors=True)
+        raise
     console.print(_summary_table(specs, built, sizes))
     folder = zoo.zoo_dir(args.config, args.out)
     console.print(f"{len(specs)} models in {folder} ({sum(built.values())} built now), "
-                  f"listed in {folder / zoo.INDEX_NAME}")
+                  f"listed in {folder / zoo.INDEX_NAME}", markup=False)
     return 0
 
 
@@ -80,7 +92,7 @@ def _variants_table(specs: Sequence[ModelSpec]) -> Table:
     table.add_column("family")
     table.add_column("parameters")
     for spec in specs:
-        table.add_row(spec.name, spec.family, ", ".join(f"{k}={v}" for k, v in spec.params))
+        table.add_row(escape(spec.name), escape(spec.family), escape(", ".join(f"{k}={v}" for k, v in spec.params)))
     return table
 
 
@@ -90,7 +102,7 @@ def _summary_table(specs: Sequence[ModelSpec], built: Mapping[str, int], sizes: 
     models = Counter(spec.family for spec in specs)
     table = Table("family", "models", "built now", "size MB", title="model zoo")
     for family in sorted(models):
-        table.add_row(family, str(models[family]), str(built[family]), f"{sizes[family] / 1e6:.1f}")
+        table.add_row(escape(family), str(models[family]), str(built[family]), f"{sizes[family] / 1e6:.1f}")
     table.add_row("total", str(len(specs)), str(sum(built.values())), f"{sum(sizes.values()) / 1e6:.1f}",
                   style="bold")
     return table

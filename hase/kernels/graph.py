@@ -22,8 +22,10 @@ from onnx.external_data_helper import load_external_data_for_model
 
 from hase.errors import HaseError
 from hase.kernels import probe
-from hase.kernels.inputs import make_model_feeds
+from hase.kernels.inputs import declared_dims, make_model_feeds
+from hase.kernels.memory import check_model_memory
 from hase.kernels.types import TensorSpec
+from hase.limits import format_shape
 from hase.measure import runtime
 from hase.measure.types import EPConfig
 
@@ -40,12 +42,12 @@ KNOWN_DOMAINS = {
 def load_model(path: PathLike, input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> onnx.ModelProto:
     """Load and validate an ONNX file and give every input a static shape.
 
-    Raises HaseError for a missing, non-ONNX or truncated file, a missing external-data file,
-    an op from a domain ONNX Runtime does not know, or a symbolic dimension with no shape given.
+    Raises HaseError for a missing or unreadable path (a directory, permission denied), a non-ONNX or truncated
+    file, a missing external-data file, an op from a domain ONNX Runtime does not know, or an input whose shape
+    is symbolic (and not given) or empty.
     """
     p = Path(path)
-    if not p.is_file():
-        raise HaseError(f"model file not found: {p} (check the path)")
+    _check_readable(p)
     try:
         model = onnx.load(str(p), load_external_data=True)
     except DecodeError as exc:
@@ -61,6 +63,23 @@ def load_model(path: PathLike, input_shapes: Mapping[str, tuple[int, ...]] | Non
     return model
 
 
+def _check_readable(p: Path) -> None:
+    """A missing path, a directory or a file the user may not read is named as such, not as a bad ONNX file."""
+    try:
+        if not p.exists():
+            raise HaseError(f"model file not found: {p} (check the path)")
+        if p.is_dir():
+            raise HaseError(f"{p} is a directory, not an ONNX model file: give the .onnx file inside it")
+        if not p.is_file():
+            raise HaseError(f"{p} is not a regular file: give an .onnx model file")
+        with p.open("rb") as f:
+            f.read(1)
+    except PermissionError as exc:
+        raise HaseError(f"cannot read {p}: permission denied (check the file's permissions)") from exc
+    except OSError as exc:
+        raise HaseError(f"cannot read {p}: {exc.strerror or type(exc).__name__}") from exc
+
+
 def _check_external_data(p: Path) -> None:
     """Name the missing external-data file before onnx fails with a generic validation error."""
     try:
@@ -70,11 +89,14 @@ def _check_external_data(p: Path) -> None:
     from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
     for t in bare.graph.initializer:
-        if uses_external_data(t):
-            loc = ExternalDataInfo(t).location
-            if not (p.parent / loc).is_file():
-                raise HaseError(f"{p}: external data file is missing ({loc}): put it next to the model, "
-                                f"as when it was exported")
+        try:
+            loc = ExternalDataInfo(t).location if uses_external_data(t) else ""
+            missing = bool(loc) and not (p.parent / loc).is_file()
+        except (ValueError, OSError):  # a location that is no path at all: load_model reports the file
+            continue
+        if missing:
+            raise HaseError(f"{p}: external data file is missing ({loc}): put it next to the model, "
+                            f"as when it was exported")
 
 
 def check_domains(model: onnx.ModelProto) -> None:
@@ -89,7 +111,7 @@ def check_domains(model: onnx.ModelProto) -> None:
 
 
 def fix_input_shapes(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ...]]) -> None:
-    """Set the given inputs' shapes in place; any remaining symbolic dimension is an error."""
+    """Set the given inputs' shapes in place; any remaining symbolic, unknown or zero dimension is an error."""
     inits = {i.name for i in model.graph.initializer}
     inputs = {vi.name: vi for vi in model.graph.input if vi.name not in inits}
     unknown = set(input_shapes) - set(inputs)
@@ -100,9 +122,23 @@ def fix_input_shapes(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[in
         dims = vi.type.tensor_type.shape.dim
         if name in input_shapes:
             _set_dims(name, dims, tuple(int(d) for d in input_shapes[name]))
-        elif any(not (d.HasField("dim_value") and d.dim_value > 0) for d in dims):
-            sym = [d.dim_param or "?" for d in dims]
-            raise HaseError(f"input {name!r} has symbolic shape {sym}: pass --input-shape {name}=D0,D1,...")
+        else:
+            _check_static(name, declared_dims(vi))
+
+
+def _check_static(name: str, dims: list[int | str | None]) -> None:
+    """An input's declared shape must be static and non-empty; the message shows the shape as declared."""
+    example = ",".join(str(d) if isinstance(d, int) and d > 0 else "1" for d in dims)
+    fix = f"pass --input-shape {name}={example or 'D0,D1,...'}"
+    shown = format_shape(dims)
+    sizes = [d for d in dims if isinstance(d, int)]
+    if len(sizes) < len(dims):
+        raise HaseError(f"input {name!r} has symbolic shape {shown}: {fix} (your sizes for the named dimensions)")
+    if any(d < 0 for d in sizes):
+        raise HaseError(f"input {name!r} has an invalid static shape {shown} (a negative dimension): re-export it")
+    if 0 in sizes:
+        raise HaseError(f"input {name!r} has static shape {shown} with a zero dimension (an empty tensor): "
+                        f"Hase needs non-empty inputs; {fix}")
 
 
 def _set_dims(name: str, dims: Any, shape: tuple[int, ...]) -> None:
@@ -128,8 +164,14 @@ def name_nodes(model: onnx.ModelProto) -> None:
         seen.add(node.name)
 
 
+MAX_DIM = 2**62  # beyond any real tensor, and inside ONNX's int64 dimensions
+
+
 def parse_input_shapes(items: list[str] | None) -> dict[str, tuple[int, ...]]:
-    """Parse CLI `name=1,3,224,224` items into a shape dict."""
+    """Parse CLI `name=1,3,224,224` (or `name=1x3x224x224`) items into a shape dict; every dimension >= 1.
+
+    Sizes are checked against the memory limit later, when the model says each input's dtype.
+    """
     shapes: dict[str, tuple[int, ...]] = {}
     for item in items or []:
         name, sep, dims = item.partition("=")
@@ -137,8 +179,13 @@ def parse_input_shapes(items: list[str] | None) -> dict[str, tuple[int, ...]]:
             shape = tuple(int(d) for d in dims.replace("x", ",").split(",") if d.strip())
         except ValueError:
             shape = ()
-        if not sep or not name or not shape or min(shape) < 0:
+        if not sep or not name.strip() or not shape:
             raise HaseError(f"bad --input-shape {item!r}: write NAME=D0,D1,... e.g. input=1,3,224,224")
+        if min(shape) < 1 or max(shape) > MAX_DIM:
+            bad = next(d for d in shape if d < 1 or d > MAX_DIM)
+            raise HaseError(f"bad --input-shape {item!r}: dimension {bad} is "
+                            f"{'not >= 1 (an empty or negative size)' if bad < 1 else 'too large'}; "
+                            f"every dimension must be a size >= 1")
         shapes[name] = shape
     return shapes
 
@@ -195,6 +242,7 @@ def kernel_graph(model: onnx.ModelProto, ep: EPConfig, seed: int = 0, with_weigh
     profile instead of exposing every tensor, so the kernels can be described but not built.
     `source`: the file `model` was loaded from, if load_model changed nothing (saves a copy).
     """
+    check_model_memory(model, probe=with_weights)  # before ORT's optimizer (constant folding) or the probe run
     feeds = make_model_feeds(model, seed)
     if source is not None and any(RENAMED in n.name for n in model.graph.node):
         source = None  # load_model named some nodes: the file is not what `model` holds
@@ -208,6 +256,7 @@ def file_kernel_graph(path: PathLike, ep: EPConfig, input_shapes: Mapping[str, t
     model = load_model(path, input_shapes)
     if input_shapes or any(RENAMED in n.name for n in model.graph.node):
         return kernel_graph(model, ep, with_weights=with_weights)
+    check_model_memory(model, probe=with_weights)
     feeds = make_model_feeds(model)
     del model
     return _optimized_kernel_graph(None, feeds, ep, with_weights, path)

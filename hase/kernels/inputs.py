@@ -5,12 +5,16 @@ must see positive values; random data of the right dtype is not enough.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import onnx
 from onnx import helper
 
 from hase.errors import HaseError
 from hase.kernels.types import TensorSpec
+from hase.limits import check_tensor, format_shape
 
 
 def np_dtype(elem_type: int) -> str:
@@ -21,15 +25,38 @@ def np_dtype(elem_type: int) -> str:
         raise HaseError(f"unsupported tensor element type {elem_type}: Hase handles numeric and bool tensors") from exc
 
 
-def random_tensor(spec: TensorSpec, rng: np.random.Generator) -> np.ndarray:
-    """Random data of spec's shape and dtype, uniformly within [low, high]."""
+CHUNK = 1 << 18  # elements drawn at a time: a float64 draw never needs more than 2 MB beside the result
+
+
+def random_tensor(spec: TensorSpec, rng: np.random.Generator, what: str | None = None) -> np.ndarray:
+    """Random data of spec's shape and dtype, uniformly within [low, high].
+
+    The size is checked against the per-tensor limit (`hase.limits`) before anything is allocated; the data is
+    written straight into an array of the spec's dtype, drawn in chunks, so a float32 tensor never has a float64
+    copy (the values are the same as one draw of the whole tensor).
+    """
+    check_tensor(what or f"tensor {spec.name!r}", spec.shape, spec.dtype)
     dt = np.dtype(spec.dtype)
     if dt == np.bool_:
-        return rng.integers(int(max(spec.low, 0)), int(min(spec.high, 1)) + 1, size=spec.shape).astype(bool)
+        lo, hi = int(max(spec.low, 0)), int(min(spec.high, 1))
+        return fill_chunked(lambda n: rng.integers(lo, hi + 1, size=n), spec.shape, dt)
     if np.issubdtype(dt, np.integer):
         lo, hi = int(np.floor(spec.low)), int(np.floor(spec.high))
-        return rng.integers(lo, hi + 1, size=spec.shape, dtype=np.int64).astype(dt)
-    return rng.uniform(spec.low, spec.high, size=spec.shape).astype(dt)
+        return fill_chunked(lambda n: rng.integers(lo, hi + 1, size=n, dtype=np.int64), spec.shape, dt)
+    return fill_chunked(lambda n: rng.uniform(spec.low, spec.high, size=n), spec.shape, dt)
+
+
+def fill_chunked(draw: Callable[[int], np.ndarray], shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
+    """An array of `shape` and `dtype` filled by `draw(n)` (n values at a time, in order, cast on assignment).
+
+    numpy's Generator fills element by element, so the result equals `draw(total).astype(dtype)` while only
+    one chunk of `draw`'s own dtype (float64 / int64) exists at a time.
+    """
+    out = np.empty(shape, dtype=dtype)
+    flat = out.reshape(-1)  # a view: `out` is contiguous
+    for start in range(0, flat.size, CHUNK):
+        flat[start:start + CHUNK] = draw(min(CHUNK, flat.size - start))
+    return out
 
 
 _Consumers = dict[str, list[tuple[onnx.NodeProto, int]]]
@@ -82,7 +109,8 @@ def model_input_specs(model: onnx.ModelProto) -> list[TensorSpec]:
             continue
         shape = _static_shape(vi)
         if shape is None:
-            raise HaseError(f"input {vi.name!r} has a symbolic dimension: pass --input-shape {vi.name}=D0,D1,...")
+            raise HaseError(f"input {vi.name!r} has symbolic shape {format_shape(declared_dims(vi))}: "
+                            f"pass --input-shape {vi.name}=D0,D1,...")
         dtype = np_dtype(vi.type.tensor_type.elem_type)
         low, high = -1.0, 1.0
         if np.issubdtype(np.dtype(dtype), np.integer) or dtype == "bool":
@@ -95,9 +123,24 @@ def model_input_specs(model: onnx.ModelProto) -> list[TensorSpec]:
 
 
 def make_model_feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
-    """A valid feed dict for a model (see `model_input_specs` for the value ranges)."""
+    """A valid feed dict for a model (see `model_input_specs` for the value ranges); every input's size is
+    checked against the per-tensor limit before any of them is allocated."""
+    specs = model_input_specs(model)
+    for s in specs:
+        check_tensor(f"input {s.name!r}", s.shape, s.dtype)
     rng = np.random.default_rng(seed)
-    return {s.name: random_tensor(s, rng) for s in model_input_specs(model)}
+    return {s.name: random_tensor(s, rng, f"input {s.name!r}") for s in specs}
+
+
+def declared_dims(vi: onnx.ValueInfoProto) -> list[int | str | None]:
+    """A value's declared dimensions: ints, symbolic names, or None for an unknown one."""
+    dims: list[int | str | None] = []
+    for d in vi.type.tensor_type.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        else:
+            dims.append(d.dim_param or None)
+    return dims
 
 
 def _static_shape(vi: onnx.ValueInfoProto) -> tuple[int, ...] | None:

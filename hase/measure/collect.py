@@ -1,8 +1,10 @@
 """The staged collect pipeline: zoo -> split -> measure kernels and full models -> store, resumably.
 
-Work is cut into jobs ("kernel K on device D", "model M on device D"); each job's rows and its
-done-marker commit in one transaction, so a killed run resumes where it stopped with nothing lost
-and nothing measured twice. A job that fails for a reason of its own is recorded as a skip.
+Work is cut into jobs ("kernel K on device D", "model M on device D", a model being the sha256 of its file);
+each job's rows and its done-marker commit in one transaction, so a killed run resumes where it stopped
+with nothing lost and nothing measured twice. A job that fails — for any reason short of an interrupt:
+a Hase error, ONNX Runtime's, MemoryError — is recorded as a skip with its reason and the run goes on.
+A skip holds for the settings it failed under: other settings, or `retry_skips`, try the job again.
 """
 from __future__ import annotations
 
@@ -18,31 +20,23 @@ from typing import Any
 import onnx
 
 from hase import paths
-from hase.errors import HaseError
-from hase.files import load_toml
+from hase.errors import HaseError, first_line
 from hase.kernels import graph, split
 from hase.kernels.types import KernelNode
 from hase.measure import kernel as measure
 from hase.measure import runtime
+from hase.measure.config import CollectConfig, load_collect_config, settings_hash
 from hase.measure.kernel import KernelJob
 from hase.measure.model import measure_model
 from hase.measure.store import Store
-from hase.measure.types import EPConfig, MeasureSettings, ModelSource, TimingPolicy
+from hase.measure.types import EPConfig, MeasureSettings, ModelSource
 
-__all__ = ["CollectConfig", "CollectReport", "ModelSource", "collect", "collect_model", "dir_sources",
+__all__ = ["CollectConfig", "CollectReport", "DeviceRun", "ModelSource", "collect", "collect_model", "dir_sources",
            "load_collect_config", "zoo_sources"]
 
 log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[str, dict[str, Any]], None]
-
-
-@dataclass(frozen=True)
-class CollectConfig:
-    """Device configurations to measure on and how hard to measure."""
-
-    devices: tuple[EPConfig, ...]
-    settings: MeasureSettings
 
 
 @dataclass
@@ -57,32 +51,6 @@ class CollectReport:
     skips: list[tuple[str, str]] = field(default_factory=list)
     timed_s: float = 0.0
     wall_s: float = 0.0
-
-
-def load_collect_config(path: str | Path, device_names: list[str] | None = None) -> CollectConfig:
-    """Parse `configs/devices.toml`; `device_names` restricts to some of its devices."""
-    raw = load_toml(path, "device config")
-    try:
-        devices = tuple(EPConfig(**d) for d in raw.get("device", []))
-        settings = MeasureSettings(
-            kernel=TimingPolicy.from_dict(raw.get("kernel_timing", {})),
-            model=TimingPolicy.from_dict(raw.get("model_timing", {})),
-            profile_warmup=int(raw.get("profile", {}).get("warmup", 3)),
-            profile_runs=int(raw.get("profile", {}).get("runs", 10)),
-            cold_sessions=int(raw.get("cold", {}).get("sessions", 8)),
-            cold_max_bytes=int(raw.get("cold", {}).get("max_mb", 256)) << 20,
-        )
-    except TypeError as exc:
-        raise HaseError(f"{path}: bad device entry ({exc}); see configs/devices.toml for the keys") from exc
-    if not devices:
-        raise HaseError(f"{path} defines no [[device]]: add one (see configs/devices.toml)")
-    if device_names:
-        known = {d.name: d for d in devices}
-        missing = [n for n in device_names if n not in known]
-        if missing:
-            raise HaseError(f"unknown device {missing}: {path} defines {sorted(known)}")
-        devices = tuple(known[n] for n in device_names)
-    return CollectConfig(devices, settings)
 
 
 def zoo_sources(zoo_config: str | Path, out_dir: str | Path = paths.ZOO_DIR) -> Iterator[ModelSource]:
@@ -101,116 +69,166 @@ def dir_sources(directory: str | Path, family: str = "exported") -> list[ModelSo
     return [ModelSource(p.stem, family, p) for p in sorted(d.glob("*.onnx"))]
 
 
+@dataclass
+class DeviceRun:
+    """One device config's part of a collect run: the store, the settings, what the run did so far.
+
+    A job is settled when it is done, or skipped under these settings (`settings_hash`); with `retry_skips`,
+    only a skip recorded by this run settles it, so every earlier skip is tried again once.
+    """
+
+    store: Store
+    ep: EPConfig
+    settings: MeasureSettings
+    report: CollectReport
+    progress: ProgressFn | None = None
+    retry_skips: bool = False
+    settings_hash: str = field(init=False)
+    _skipped_now: set[str] = field(init=False, default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.settings_hash = settings_hash(self.ep, self.settings)
+
+    def settled(self, job: str) -> bool:
+        """Whether the job needs no run: done, or skipped under these settings (in this run, with retry_skips)."""
+        if self.store.is_done(job, self.ep.name):
+            return True
+        if self.retry_skips:
+            return job in self._skipped_now
+        return self.store.has_skip(job, self.ep.name, self.settings_hash)
+
+    def skip(self, job: str, target: str, stage: str, exc: Exception) -> None:
+        """Record a failed job as a skip with its reason (first line and exception type); the run goes on."""
+        reason = _reason(exc)
+        log.warning("skipped %s on %s (%s): %s", target, self.ep.name, stage, reason)
+        log.debug("%s failed", target, exc_info=exc)  # the traceback, with -v
+        self.store.record_skip(job, self.ep.name, target, stage, reason, self.settings_hash)
+        self._skipped_now.add(job)
+        self.report.skips.append((target, reason))
+        if job.startswith(("model:", "file:")):
+            self.report.models_skipped += 1
+
+    def notify(self, event: str, info: dict[str, Any]) -> None:
+        """Tell the progress callback, if any."""
+        if self.progress:
+            self.progress(event, info)
+
+
 def collect(sources: Iterable[ModelSource], cfg: CollectConfig, store: Store,
-            progress: ProgressFn | None = None) -> CollectReport:
-    """Measure every source on every device config into the store; resumable and idempotent."""
+            progress: ProgressFn | None = None, *, retry_skips: bool = False) -> CollectReport:
+    """Measure every source on every device config into the store; resumable and idempotent.
+
+    One collect at a time per store (`Store.writer_lock`): a second one waits, then reuses what the first
+    measured. `retry_skips` tries every job recorded as skipped again (skips under other settings are
+    retried anyway). Only KeyboardInterrupt and SystemExit stop the run early; every job committed stays.
+    """
     report = CollectReport()
     start = time.perf_counter()
     sources = list(sources) if len(cfg.devices) > 1 else sources
     for ep in cfg.devices:
         runtime.check_provider(ep)
-        _collect_fixed_cost(ep, cfg.settings, store, report)
-        for src in sources:
-            _notify(progress, "model", {"model": src.model_id, "device": ep.name})
-            collect_model(src, ep, cfg.settings, store, report, progress)
+    with store.writer_lock():
+        for ep in cfg.devices:
+            run = DeviceRun(store, ep, cfg.settings, report, progress, retry_skips)
+            _collect_fixed_cost(run)
+            for src in sources:
+                run.notify("model", {"model": src.name, "device": ep.name})
+                collect_model(src, run)
     report.wall_s = time.perf_counter() - start
     return report
 
 
-def _notify(progress: ProgressFn | None, event: str, info: dict[str, Any]) -> None:
-    if progress:
-        progress(event, info)
-
-
-def _collect_fixed_cost(ep: EPConfig, settings: MeasureSettings, store: Store, report: CollectReport) -> None:
+def _collect_fixed_cost(run: DeviceRun) -> None:
     job = "fixed:empty_kernel"
-    if store.is_done(job, ep.name):
+    if run.settled(job):
         return
-    row = measure.measure_fixed_cost(ep, settings)
-    report.timed_s += row["n_runs"] * row["mean_ms"] / 1e3
-    with store.transaction():
-        store.insert("fixed_costs", [row])
-        store.mark_done(job, ep.name)
+    try:
+        row = measure.measure_fixed_cost(run.ep, run.settings)
+    except Exception as exc:  # any failure of the job is a skip; interrupts go through
+        run.skip(job, "empty kernel", "fixed", exc)
+        return
+    run.report.timed_s += row["n_runs"] * row["mean_ms"] / 1e3
+    run.store.commit_job(job, run.ep.name, {"fixed_costs": [row]})
 
 
-def collect_model(src: ModelSource, ep: EPConfig, settings: MeasureSettings, store: Store,
-                  report: CollectReport, progress: ProgressFn | None = None) -> None:
-    """Split one model, measure its not-yet-measured kernels, then the full model; skip with a reason on failure."""
-    job = f"model:{src.model_id}"
-    if store.is_done(job, ep.name) or store.has_skip(job, ep.name):
+def collect_model(src: ModelSource, run: DeviceRun) -> None:
+    """Split one model, measure its not-yet-measured kernels, then the full model; a failure is a skip."""
+    try:
+        digest = hashlib.sha256(src.path.read_bytes()).hexdigest()
+    except Exception as exc:
+        run.skip(f"file:{src.path}", src.name, "read", exc)
         return
-    log.info("model %s on %s: splitting", src.model_id, ep.name)
+    job = f"model:{digest}"
+    model_settled = run.settled(job)
+    if model_settled and all(run.settled(f"kernel:{k}") for k in run.store.model_kernels(digest, run.ep.opt_level)):
+        return  # a settled model is visited again only for a kernel skip to retry
+    log.info("model %s on %s: splitting", src.name, run.ep.name)
     try:
         model = graph.load_model(src.path)
-        kg = graph.kernel_graph(model, ep)
+        kg = graph.kernel_graph(model, run.ep)
         nodes = split.split(kg)
-    except HaseError as exc:
-        _skip(store, report, job, ep, src.model_id, "split", str(exc))
+        uniq = split.unique_kernels(nodes)
+        rows = _model_rows(src, model, kg, nodes, uniq)
+    except Exception as exc:
+        if not model_settled:
+            run.skip(job, src.name, "split", exc)
         return
-    _register_model(src, model, kg, nodes, store)
-    report.node_occurrences += len(nodes)
-    uniq = split.unique_kernels(nodes)
+    model_id = run.store.register_model(digest, src.name, *rows)
+    run.report.node_occurrences += len(nodes)
     for i, kn in enumerate(uniq.values()):
-        _notify(progress, "kernel", {"model": src.model_id, "op_type": kn.spec.op_type, "i": i, "n": len(uniq)})
-        _collect_kernel(kg, kn, ep, settings, store, report)
-    log.info("model %s on %s: full-model runs", src.model_id, ep.name)
+        run.notify("kernel", {"model": src.name, "op_type": kn.spec.op_type, "i": i, "n": len(uniq)})
+        _collect_kernel(kg, kn, run)
+    if not model_settled:
+        log.info("model %s on %s: full-model runs", model_id, run.ep.name)
+        _collect_full_model(model, src, model_id, nodes, job, run)
+
+
+def _collect_full_model(model: onnx.ModelProto, src: ModelSource, model_id: str, nodes: list[KernelNode],
+                        job: str, run: DeviceRun) -> None:
     try:
-        model_row, span_rows = measure_model(model, src, nodes, ep, settings)
-    except HaseError as exc:
-        _skip(store, report, job, ep, src.model_id, "model", str(exc))
+        model_row, span_rows = measure_model(model, src, nodes, run.ep, run.settings, model_id=model_id)
+    except Exception as exc:
+        run.skip(job, model_id, "model", exc)
         return
-    report.timed_s += model_row["n_runs"] * model_row["mean_ms"] / 1e3 + model_row.get("profiled_s", 0.0)
-    model_row.pop("profiled_s", None)
-    with store.transaction():
-        store.insert("model_measurements", [model_row])
-        store.insert("node_spans", span_rows)
-        store.mark_done(job, ep.name)
-    report.models_done += 1
+    run.report.timed_s += model_row["n_runs"] * model_row["mean_ms"] / 1e3 + model_row.pop("profiled_s", 0.0)
+    if run.store.commit_job(job, run.ep.name, {"model_measurements": [model_row], "node_spans": span_rows}):
+        run.report.models_done += 1
 
 
-def _register_model(src: ModelSource, model: onnx.ModelProto, kg: graph.KernelGraph, nodes: list[KernelNode],
-                    store: Store) -> None:
-    """Kernels, the model and its node->kernel map: written once, shared by every device config."""
-    uniq = split.unique_kernels(nodes)
-    with store.transaction():
-        store.insert("kernels", [{"kernel_id": k, "op_type": kn.spec.op_type, "domain": kn.spec.domain,
-                                  "signature_json": kn.spec.to_json()} for k, kn in uniq.items()],
-                     ignore_existing=True)
-        inputs = {n: list(a.shape) for n, a in kg.feeds.items()}
-        store.insert("models", [{
-            "model_id": src.model_id, "family": src.family, "source": str(src.path),
-            "sha256": hashlib.sha256(src.path.read_bytes()).hexdigest(), "n_onnx_nodes": len(model.graph.node),
-            "n_kernel_nodes": len(nodes), "n_unique_kernels": len(uniq), "inputs_json": json.dumps(inputs),
-            "opt_level": kg.opt_level}], ignore_existing=True)
-        store.insert("model_nodes", [{"model_id": src.model_id, "opt_level": kg.opt_level, "node_idx": n.node_idx,
-                                      "node_name": n.node_name, "kernel_id": n.spec.kernel_id,
-                                      "op_type": n.spec.op_type} for n in nodes], ignore_existing=True)
+def _model_rows(src: ModelSource, model: onnx.ModelProto, kg: graph.KernelGraph, nodes: list[KernelNode],
+                uniq: dict[str, KernelNode]) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The model's row, its node->kernel map and its kernels (without model_id: `Store.register_model` gives it)."""
+    inputs = {n: list(a.shape) for n, a in kg.feeds.items()}
+    model_row = {"family": src.family, "source": str(src.path), "n_onnx_nodes": len(model.graph.node),
+                 "n_kernel_nodes": len(nodes), "n_unique_kernels": len(uniq), "inputs_json": json.dumps(inputs),
+                 "opt_level": kg.opt_level}
+    node_rows = [{"opt_level": kg.opt_level, "node_idx": n.node_idx, "node_name": n.node_name,
+                  "kernel_id": n.spec.kernel_id, "op_type": n.spec.op_type} for n in nodes]
+    kernel_rows = [{"kernel_id": k, "op_type": kn.spec.op_type, "domain": kn.spec.domain,
+                    "signature_json": kn.spec.to_json()} for k, kn in uniq.items()]
+    return model_row, node_rows, kernel_rows
 
 
-def _collect_kernel(kg: graph.KernelGraph, kn: KernelNode, ep: EPConfig, settings: MeasureSettings,
-                    store: Store, report: CollectReport) -> None:
+def _collect_kernel(kg: graph.KernelGraph, kn: KernelNode, run: DeviceRun) -> None:
     job = f"kernel:{kn.spec.kernel_id}"
-    if store.is_done(job, ep.name) or store.has_skip(job, ep.name):
-        report.kernels_reused += 1
+    if run.settled(job):
+        run.report.kernels_reused += 1
         return
-    node = kg.nodes[kn.node_idx]
-    log.debug("kernel %s (%s) on %s", kn.spec.kernel_id, kn.spec.op_type, ep.name)
+    log.debug("kernel %s (%s) on %s", kn.spec.kernel_id, kn.spec.op_type, run.ep.name)
     try:
-        kjob = KernelJob(kn.spec, split.kernel_model(kg, node).SerializeToString())
-        rows = measure.measure_kernel(kjob, ep, settings)
-    except HaseError as exc:
-        _skip(store, report, job, ep, f"{kn.spec.op_type}:{kn.spec.kernel_id}", "kernel", str(exc))
+        kjob = KernelJob(kn.spec, split.kernel_model(kg, kg.nodes[kn.node_idx]).SerializeToString())
+        rows = measure.measure_kernel(kjob, run.ep, run.settings)
+    except Exception as exc:
+        run.skip(job, f"{kn.spec.op_type}:{kn.spec.kernel_id}", "kernel", exc)
         return
-    report.timed_s += sum(r["n_runs"] * r["mean_ms"] for r in rows) / 1e3
-    with store.transaction():
-        store.insert("kernel_measurements", rows)
-        store.mark_done(job, ep.name)
-    report.kernels_measured += 1
+    run.report.timed_s += sum(r["n_runs"] * r["mean_ms"] for r in rows) / 1e3
+    if run.store.commit_job(job, run.ep.name, {"kernel_measurements": rows}):
+        run.report.kernels_measured += 1
+    else:
+        run.report.kernels_reused += 1
 
 
-def _skip(store: Store, report: CollectReport, job: str, ep: EPConfig, target: str, stage: str, reason: str) -> None:
-    log.warning("skipped %s on %s (%s): %s", target, ep.name, stage, reason)
-    store.record_skip(job, ep.name, target, stage, reason)
-    report.skips.append((target, reason))
-    if job.startswith("model:"):
-        report.models_skipped += 1
+def _reason(exc: BaseException) -> str:
+    """A skip's reason: the exception's first line and its type, e.g. `Unable to allocate 224 GiB (MemoryError)`."""
+    line, name = first_line(exc), type(exc).__name__
+    return line if line == name else f"{line} ({name})"

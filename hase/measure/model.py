@@ -43,9 +43,11 @@ def time_model(model: onnx.ModelProto, ep: EPConfig, settings: MeasureSettings) 
 
 
 def measure_model(model: onnx.ModelProto, src: ModelSource, nodes: list[KernelNode], ep: EPConfig,
-                  settings: MeasureSettings) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                  settings: MeasureSettings, *, model_id: str | None = None
+                  ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Rows for `model_measurements` (one, plus `profiled_s`: seconds spent profiling, not a store column)
-    and `node_spans` (one per profiled node)."""
+    and `node_spans` (one per profiled node), under `model_id` (the store's id; `src.name` by default)."""
+    model_id = src.name if model_id is None else model_id
     timing, api = time_model(model, ep, settings)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="hase_prof_") as tmp:
@@ -57,11 +59,11 @@ def measure_model(model: onnx.ModelProto, src: ModelSource, nodes: list[KernelNo
     meta = runtime.device_metadata(ep)
     kernel_of = {n.node_name: n.spec.kernel_id for n in nodes}
     source = profile.node_spans(events).groupby(profile.NODE_NAME)[profile.SPAN_SOURCE].first().to_dict()
-    spans = [{"model_id": src.model_id, **_span_columns(r, kernel_of, source), **meta}
+    spans = [{"model_id": model_id, **_span_columns(r, kernel_of, source), **meta}
              for r in summary.to_dict("records")]
     providers = summary[profile.PROVIDER].value_counts().to_dict()
     row = {
-        "model_id": src.model_id, "family": src.family, "n_kernel_nodes": len(nodes),
+        "model_id": model_id, "family": src.family, "n_kernel_nodes": len(nodes),
         "n_memcpy_nodes": int(summary[profile.OP_TYPE].isin(MEMCPY_OPS).sum()),
         "n_cpu_fallback_nodes": int(providers.get(CPU_PROVIDER, 0)) if ep.ep != "cpu" else 0,
         "timing_api": api, **timing_row(timing), **{k: float(dec[k]) for k in DECOMP_COLS},

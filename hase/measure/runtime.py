@@ -60,14 +60,16 @@ def session_options(
     optimized_model_path: str | None = None,
     opt_level: str | None = None,
     config: Mapping[str, str] | None = None,
+    log_severity: int = 3,
 ) -> Any:
     """SessionOptions with the config's threads and optimization level (overridable), plus extra
-    session config entries (e.g. `session.disable_prepacking`)."""
+    session config entries (e.g. `session.disable_prepacking`); ORT logs at `log_severity` and above (3: errors,
+    4: fatal only)."""
     so = ort().SessionOptions()
     so.intra_op_num_threads = ep.intra_op_threads
     so.inter_op_num_threads = ep.inter_op_threads
     so.graph_optimization_level = _opt_enum(opt_level or ep.opt_level)
-    so.log_severity_level = 3
+    so.log_severity_level = log_severity
     if ep.intra_op_threads == 1:
         # With one thread, spinning worker threads only steal the core we are timing on.
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -89,6 +91,7 @@ def make_session(
     optimized_model_path: str | None = None,
     opt_level: str | None = None,
     config: Mapping[str, str] | None = None,
+    log_severity: int = 3,
 ) -> Any:
     """Create an InferenceSession on exactly the config's provider; a load failure is a HaseError.
 
@@ -98,10 +101,11 @@ def make_session(
         optimized_model_path: save the optimized graph there (how Hase gets ORT's fused kernel graph).
         opt_level: override the config's graph optimization level.
         config: extra session config entries.
+        log_severity: ORT's own log level (4 silences its error lines when Hase reports the error itself).
     """
     check_provider(ep)
     so = session_options(ep, profile_prefix=profile_prefix, optimized_model_path=optimized_model_path,
-                         opt_level=opt_level, config=config)
+                         opt_level=opt_level, config=config, log_severity=log_severity)
     providers: list[Any] = [ep.provider]
     if ep.ep == "cuda":
         providers = [(ep.provider, {"device_id": ep.device_id}), "CPUExecutionProvider"]

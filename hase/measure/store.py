@@ -6,61 +6,51 @@ leaves either the whole job or none of it, and primary keys make a duplicate imp
 need one file per job plus a manifest to get the same guarantees. SQLite is in the standard library,
 and pandas reads it directly (`Store.table(name)`).
 
-Tables (column names are the constants below; every measurement row carries the device metadata
+Tables (column names in `hase.measure.schema.SCHEMA`; every measurement row carries the device metadata
 columns `hase.measure.types.DEVICE_META_COLS`, filled by `hase.measure.runtime.device_metadata`):
-- models:              one row per model: family, source path, sha256, node and kernel counts.
+- models:              one row per model and optimization level: family, source path, sha256, node and kernel
+                       counts. A model is its file's content: `register_model` gives each sha256 one model_id.
 - kernels:             one row per unique kernel signature: op type, domain, signature JSON.
 - model_nodes:         model -> node -> kernel mapping, in execution order.
 - kernel_measurements: standalone latency per (kernel, device, variant 'warm'|'cold_weights').
 - node_spans:          in-model span and ORT kernel_time per (model, device, node), median over runs.
 - model_measurements:  session.run wall time and the profile decomposition per (model, device).
 - fixed_costs:         per-run cost of an empty kernel per device (the invocation overhead).
-- skips:               jobs that could not be measured, with the reason.
-- jobs:                done-markers; a job present here is never run again.
+- skips:               jobs that could not be measured, with the reason and the hash of the settings they
+                       failed under (a skip under other settings is retried).
+- jobs:                done-markers (`kernel:<kernel_id>`, `model:<sha256>`); a job present here is never run again.
+
+Safety: a store is checked on open (`hase.measure.schema`) and refused, untouched, when it is not one;
+writers take `writer_lock` (one collect at a time per store) and `commit_job` re-checks the done-marker
+inside its transaction, so two writers never duplicate a job; SQLite errors become one-line HaseErrors.
 """
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import os
 import sqlite3
+import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pandas as pd
 
 from hase.errors import HaseError
-from hase.measure.types import DEVICE_META_COLS, Timing
+from hase.measure import schema
+from hase.measure.schema import DECOMP_COLS, SCHEMA, SCHEMA_VERSION, TIMING_COLS
+from hase.measure.types import Timing
 
-TIMING_COLS = ["median_ms", "p10_ms", "p90_ms", "mean_ms", "min_ms", "n_runs"]
-DECOMP_COLS = ["model_run_us", "execute_us", "node_timeline_span_us", "kernel_time_sum_us",
-               "node_non_kernel_us", "node_gap_us", "execute_outside_nodes_us",
-               "model_run_outside_execute_us", "before_execute_us", "after_execute_us", "node_span_sum_us"]
+if sys.platform != "win32":
+    import fcntl
 
-SCHEMA: dict[str, tuple[list[str], list[str]]] = {
-    # table: (columns, primary key)
-    "models": (["model_id", "family", "source", "sha256", "n_onnx_nodes", "n_kernel_nodes", "n_unique_kernels",
-                "inputs_json", "opt_level"], ["model_id", "opt_level"]),
-    "kernels": (["kernel_id", "op_type", "domain", "signature_json"], ["kernel_id"]),
-    "model_nodes": (["model_id", "opt_level", "node_idx", "node_name", "kernel_id", "op_type"],
-                    ["model_id", "opt_level", "node_idx"]),
-    "kernel_measurements": (["kernel_id", "op_type", "variant", "n_sessions", "weight_bytes", *TIMING_COLS,
-                             *DEVICE_META_COLS, "measured_at"], ["kernel_id", "device", "variant"]),
-    "node_spans": (["model_id", "node_name", "kernel_id", "op_type", "provider", "span_ms", "kernel_time_ms",
-                    "span_source", "n_runs", *DEVICE_META_COLS], ["model_id", "device", "node_name"]),
-    "model_measurements": (["model_id", "family", "n_kernel_nodes", "n_memcpy_nodes", "n_cpu_fallback_nodes",
-                            "timing_api", *TIMING_COLS, *DECOMP_COLS, "n_profiled_runs", *DEVICE_META_COLS,
-                            "measured_at"],
-                           ["model_id", "device"]),
-    "fixed_costs": (["kind", *TIMING_COLS, *DEVICE_META_COLS, "measured_at"], ["device", "kind"]),
-    "skips": (["job", "device", "target", "stage", "reason", "at"], ["job", "device"]),
-    "jobs": (["job", "device", "finished_at"], ["job", "device"]),
-}
-REAL_COLS = {*TIMING_COLS, *DECOMP_COLS, "span_ms", "kernel_time_ms", "measured_at", "at", "finished_at"}
-INT_COLS = {"n_runs", "n_onnx_nodes", "n_kernel_nodes", "n_unique_kernels", "node_idx", "intra_op_threads",
-            "inter_op_threads", "n_sessions", "weight_bytes", "n_memcpy_nodes", "n_cpu_fallback_nodes",
-            "n_profiled_runs"}
+__all__ = ["DECOMP_COLS", "SCHEMA", "SCHEMA_VERSION", "TIMING_COLS", "Store", "sqlite_message", "timing_row"]
+
+log = logging.getLogger(__name__)
 
 
 def timing_row(t: Timing) -> dict[str, Any]:
@@ -68,29 +58,74 @@ def timing_row(t: Timing) -> dict[str, Any]:
     return dict(zip(TIMING_COLS, (t.median_ms, t.p10_ms, t.p90_ms, t.mean_ms, t.min_ms, t.n), strict=True))
 
 
-def _ddl(table: str) -> str:
-    cols, pk = SCHEMA[table]
-    defs = [f"{c} {'REAL' if c in REAL_COLS else 'INTEGER' if c in INT_COLS else 'TEXT'}" for c in cols]
-    return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(defs)}, PRIMARY KEY ({', '.join(pk)}))"
+#: (words in SQLite's message, what Hase says about it) in order; {path} and {msg} are filled in
+_SQLITE_FIXES = (
+    (("full",), "store {path}: the disk is full ({msg}): free some space and rerun; everything committed is kept"),
+    (("readonly", "read-only"), "store {path} cannot be written ({msg}): make the file and its directory "
+                                "writable, or give another --store"),
+    (("locked", "busy"), "store {path} is locked by another process ({msg}): wait for it to finish (or end it), "
+                         "then rerun"),
+    (("unable to open",), "cannot open store {path} ({msg}): check that its directory exists and is writable"),
+    (("malformed", "not a database", "corrupt"), "store {path} is corrupt ({msg}): restore it from a backup or "
+                                                 "give a new --store"),
+    (("i/o",), "store {path}: disk I/O error ({msg}): check the disk and its free space, then rerun"),
+)
+
+
+def sqlite_message(path: Path, exc: sqlite3.Error) -> str:
+    """One line naming what went wrong with the store and what to do about it."""
+    msg = " ".join(str(exc).split())
+    low = msg.lower()
+    for words, text in _SQLITE_FIXES:
+        if any(w in low for w in words):
+            return text.format(path=path, msg=msg)
+    return f"store {path}: SQLite error ({msg})"
 
 
 class Store:
-    """The measurement store; open with `Store(path)`, use as a context manager to close it."""
+    """The measurement store; open with `Store(path)`, use as a context manager to close it.
 
-    def __init__(self, path: str | Path, readonly: bool = False) -> None:
+    Opening checks the file (`hase.measure.schema`): a foreign, corrupt or newer-version file is refused
+    with a HaseError and never written to; a version-0 store is migrated when opened for writing.
+    `readonly=True` opens it read-only (what train/evaluate do) and needs an existing, non-empty store.
+    """
+
+    def __init__(self, path: str | Path, readonly: bool = False, busy_timeout_s: float = 30.0) -> None:
         self.path = Path(path)
-        if readonly and not self.path.is_file():
-            raise HaseError(f"measurement store not found: {self.path} (run `make collect` first)")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.readonly = readonly
+        schema.check_file(self.path, readonly)
+        if not readonly:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise HaseError(f"cannot create the directory of store {self.path} ({exc.strerror or exc}): "
+                                f"give another --store") from None
+        # read-only stores are opened read-write with writes refused (query_only), not with mode=ro: a mode=ro
+        # connection cannot remove the -wal/-shm files of a WAL store when it closes, and would leave them behind
+        uri = f"file:{quote(str(self.path.absolute()))}" + ("?mode=rw" if readonly else "")
+        with self._errors():
+            self.conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, isolation_level=None)
+            if readonly:
+                self.conn.execute("PRAGMA query_only = 1")
         try:
-            self.conn = sqlite3.connect(str(self.path), timeout=30, isolation_level=None)
+            with self._errors():
+                self._open()
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def _open(self) -> None:
+        schema.check_integrity(self.conn, self.path)
+        version = schema.check_schema(self.conn, self.path, self.readonly)
+        if self.readonly:
+            return
+        if self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL survives a killed process
-            if not readonly:
-                for table in SCHEMA:
-                    self.conn.execute(_ddl(table))
-        except sqlite3.DatabaseError as exc:
-            raise HaseError(f"{self.path} is not a Hase store ({exc}): point --store at another file") from exc
+        self.conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL survives a killed process
+        if not self.conn.execute("SELECT 1 FROM sqlite_master WHERE type='table'").fetchone():
+            schema.create(self.conn)
+        else:
+            schema.migrate(self.conn, version)
 
     def __enter__(self) -> Store:
         """The open store itself."""
@@ -105,15 +140,57 @@ class Store:
         self.conn.close()
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """All writes inside commit together or not at all."""
-        self.conn.execute("BEGIN IMMEDIATE")
+    def _errors(self) -> Iterator[None]:
+        """SQLite's environment errors (full, read-only, locked, corrupt) as one-line HaseErrors; bugs
+        (a constraint violated, bad SQL) stay what they are."""
         try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
+            yield
+        except (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError):
             raise
-        self.conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            raise HaseError(sqlite_message(self.path, exc)) from exc
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """All writes inside commit together or not at all (BEGIN IMMEDIATE: the write lock is taken first)."""
+        with self._errors():
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+                self.conn.execute("COMMIT")
+            except BaseException:
+                if self.conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        self.conn.execute("ROLLBACK")
+                raise
+
+    @contextlib.contextmanager
+    def writer_lock(self) -> Iterator[None]:
+        """Hold the store's writer lock: one collect at a time per store, a second one waits its turn.
+
+        An advisory `flock` on `<store>.lock`, released by the operating system when the holder exits,
+        SIGKILL included, so it never goes stale. Measurements taken side by side would also disturb each
+        other's timings. (Not on Windows, where `commit_job` alone keeps two writers from duplicating.)
+        """
+        if sys.platform == "win32":
+            yield
+            return
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise HaseError(f"cannot create the lock file {lock_path} ({exc.strerror or exc}): make the store's "
+                            f"directory writable") from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                log.warning("another collect is writing to %s: waiting for it to finish (what it measures is "
+                            "reused, not measured again)", self.path)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def insert(self, table: str, rows: Iterable[Mapping[str, Any]], *, ignore_existing: bool = False) -> int:
         """Insert rows (missing columns become NULL; unknown columns are an error). Call inside `transaction`."""
@@ -125,40 +202,102 @@ class Store:
                 raise ValueError(f"unknown columns for {table}: {sorted(extra)}")
         verb = "INSERT OR IGNORE" if ignore_existing else "INSERT"
         sql = f"{verb} INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-        self.conn.executemany(sql, [[_plain(r.get(c)) for c in cols] for r in rows])
+        with self._errors():
+            self.conn.executemany(sql, [[_plain(r.get(c)) for c in cols] for r in rows])
         return len(rows)
 
     def is_done(self, job: str, device: str) -> bool:
         """Whether the job has committed its rows on this device (it is never run again)."""
-        return self.conn.execute("SELECT 1 FROM jobs WHERE job=? AND device=?", (job, device)).fetchone() is not None
+        with self._errors():
+            row = self.conn.execute("SELECT 1 FROM jobs WHERE job=? AND device=?", (job, device)).fetchone()
+        return row is not None
 
-    def has_skip(self, job: str, device: str) -> bool:
-        """Whether the job was recorded as a skip on this device."""
-        return self.conn.execute("SELECT 1 FROM skips WHERE job=? AND device=?", (job, device)).fetchone() is not None
+    def has_skip(self, job: str, device: str, settings_hash: str | None = None) -> bool:
+        """Whether the job was recorded as a skip on this device (under these settings, when given)."""
+        sql = "SELECT 1 FROM skips WHERE job=? AND device=?"
+        params: list[Any] = [job, device]
+        if settings_hash is not None:
+            sql += " AND settings_hash=?"
+            params.append(settings_hash)
+        with self._errors():
+            return self.conn.execute(sql, params).fetchone() is not None
 
     def mark_done(self, job: str, device: str) -> None:
         """Write the job's done-marker; call inside the transaction that writes its rows."""
         self.insert("jobs", [{"job": job, "device": device, "finished_at": time.time()}])
 
-    def record_skip(self, job: str, device: str, target: str, stage: str, reason: str) -> None:
-        """A job that failed for a reason of its own: recorded (once) and reported, never retried silently."""
+    def commit_job(self, job: str, device: str, rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> bool:
+        """A job's rows and its done-marker in one transaction, and its earlier skip cleared; False (nothing
+        written) when another writer finished the job first — the done-marker is re-checked under the lock."""
         with self.transaction():
+            if self.is_done(job, device):
+                return False
+            for table, table_rows in rows.items():
+                self.insert(table, table_rows)
+            self.conn.execute("DELETE FROM skips WHERE job=? AND device=?", (job, device))
+            self.mark_done(job, device)
+        return True
+
+    def record_skip(self, job: str, device: str, target: str, stage: str, reason: str,
+                    settings_hash: str | None = None) -> None:
+        """A job that failed for a reason of its own, with the hash of the settings it failed under; replaces
+        an earlier skip of the job, and is not written when another writer has finished the job meanwhile."""
+        with self.transaction():
+            if self.is_done(job, device):
+                return
+            self.conn.execute("DELETE FROM skips WHERE job=? AND device=?", (job, device))
             self.insert("skips", [{"job": job, "device": device, "target": target, "stage": stage,
-                                   "reason": reason[:500], "at": time.time()}], ignore_existing=True)
+                                   "reason": reason[:500], "at": time.time(), "settings_hash": settings_hash}])
+
+    def register_model(self, sha256: str, name: str, model_row: Mapping[str, Any],
+                       node_rows: Sequence[Mapping[str, Any]], kernel_rows: Sequence[Mapping[str, Any]]) -> str:
+        """Write a model's row, node->kernel map and kernels once (shared by every device config) and return
+        its model_id: the id its content already has, else `name`, else `name-<sha256[:8]>` when `name` is
+        another model's. Rows are given without model_id; the store fills it in."""
+        with self.transaction():
+            model_id = self._model_id(sha256, name)
+            self.insert("kernels", kernel_rows, ignore_existing=True)
+            self.insert("models", [{**model_row, "model_id": model_id, "sha256": sha256}], ignore_existing=True)
+            self.insert("model_nodes", [{**r, "model_id": model_id} for r in node_rows], ignore_existing=True)
+        return model_id
+
+    def _model_id(self, sha256: str, name: str) -> str:
+        row = self.conn.execute("SELECT model_id FROM models WHERE sha256=? ORDER BY model_id LIMIT 1",
+                                (sha256,)).fetchone()
+        if row:
+            return str(row[0])
+        for candidate in (name, f"{name}-{sha256[:8]}"):
+            if not self.conn.execute("SELECT 1 FROM models WHERE model_id=?", (candidate,)).fetchone():
+                return candidate
+        return f"{name}-{sha256}"
+
+    def model_kernels(self, sha256: str, opt_level: str) -> list[str]:
+        """Ids of the kernels of the model with this content, split at this optimization level (none: not yet)."""
+        with self._errors():
+            return [r[0] for r in self.conn.execute(
+                "SELECT DISTINCT n.kernel_id FROM model_nodes n JOIN models m ON n.model_id = m.model_id AND "
+                "n.opt_level = m.opt_level WHERE m.sha256 = ? AND m.opt_level = ?", (sha256, opt_level))]
 
     def known_kernels(self) -> set[str]:
         """Ids of every kernel signature in the store."""
-        return {r[0] for r in self.conn.execute("SELECT kernel_id FROM kernels")}
+        with self._errors():
+            return {r[0] for r in self.conn.execute("SELECT kernel_id FROM kernels")}
 
     def table(self, name: str) -> pd.DataFrame:
         """A whole table as a DataFrame with the documented columns."""
         if name not in SCHEMA:
             raise HaseError(f"unknown table {name!r}: the store has {sorted(SCHEMA)}")
-        return pd.read_sql_query(f"SELECT * FROM {name}", self.conn)
+        try:
+            with self._errors():
+                return pd.read_sql_query(f"SELECT * FROM {name}", self.conn)
+        except pd.errors.DatabaseError as exc:  # pandas wraps the SQLite error it met
+            cause = exc.__cause__ if isinstance(exc.__cause__, sqlite3.Error) else sqlite3.DatabaseError(str(exc))
+            raise HaseError(sqlite_message(self.path, cause)) from exc
 
     def counts(self) -> dict[str, int]:
         """Row count of every table."""
-        return {t: int(self.conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]) for t in SCHEMA}
+        with self._errors():
+            return {t: int(self.conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]) for t in SCHEMA}
 
 
 def _plain(v: Any) -> Any:

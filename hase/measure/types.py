@@ -128,8 +128,12 @@ class MeasureSettings:
 
 @dataclass(frozen=True)
 class ModelSource:
-    """A model file to collect, with the id and family reports group it by."""
+    """A model file to collect, with its label and the family reports group it by.
 
-    model_id: str
+    A model is identified by the sha256 of its file, not by `name`: the store's `model_id` is `name`, or
+    `name-<first 8 hex of the hash>` when another model already holds that name (`Store.register_model`).
+    """
+
+    name: str
     family: str
     path: Path

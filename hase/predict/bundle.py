@@ -1,9 +1,16 @@
-"""A device's trained predictors on disk: one joblib file per target plus a verified `manifest.json`.
+"""A device's trained predictors on disk, in files that hold data and never code.
 
-The manifest (`hase.predict.manifest`) records the device, library versions, feature schema, training
-data, scores, calibration and the sha256 of every file. A joblib file is a pickle and can run arbitrary
-code when loaded, so `load_bundle` checks every hash against the manifest first and refuses a mismatch;
-only load predictor directories you trust.
+Per saved target, `<target>.npz` holds the packed forests' arrays and `<target>.json` everything else a
+KernelPredictor holds (`KernelPredictor.to_arrays`); beside them the CSV tables of the evaluation and
+`manifest.json` (`hase.predict.manifest`). Arrays load with `np.load(..., allow_pickle=False)` and the
+rest is JSON, so loading a predictor runs no code, whoever made it.
+
+`read_manifest` checks, before any array is parsed: the manifest's `digest` over its own content (an
+edited α is refused), that it names only files a predictor has (`<target>.npz`, `<target>.json`, the
+CSVs: never a path, never a link out of the directory), and the sha256 of every file. A digest kept
+beside the data detects damage and edits, not a forger who recomputes it; what it guards is the
+prediction, since loading can run nothing either way. Old pickle predictors (hase-predictor/1) are
+refused with the fix: retrain.
 """
 from __future__ import annotations
 
@@ -12,9 +19,12 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
+import zipfile
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,19 +32,34 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 
 from hase import paths
-from hase.errors import HaseError
+from hase.errors import HaseError, first_line
 from hase.measure.types import EPConfig
 from hase.predict import features as F
 from hase.predict.calibration import Calibration
-from hase.predict.manifest import FORMAT, MANIFEST, PICKLE_NOTE, RETRAIN, Manifest
+from hase.predict.manifest import (
+    DIGEST,
+    FORMAT,
+    MANIFEST,
+    PICKLE_FORMAT,
+    RETRAIN,
+    Manifest,
+    json_default,
+    manifest_digest,
+)
 from hase.predict.predictor import KernelPredictor
 
 log = logging.getLogger(__name__)
 
 # tables `hase train` stores beside the forests (cross-validation rows, baselines), read by `hase evaluate`
 CV_MODELS_CSV, CV_KERNELS_CSV, BASELINES_CSV = "cv_models.csv", "cv_kernels.csv", "baselines.csv"
+EXTRA_FILES = (CV_MODELS_CSV, CV_KERNELS_CSV, BASELINES_CSV)
+NPZ, JSON = ".npz", ".json"  # a target's arrays and structure: <target>.npz, <target>.json
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # no separator, not absolute, not hidden
+_NPZ_ERRORS = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error)  # what np.load raises on bad bytes
+_ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed entry times: the same predictor gives the same bytes
 
 
 def feature_schema() -> dict[str, Any]:
@@ -48,13 +73,13 @@ def schema_sha(schema: Mapping[str, Any]) -> str:
 
 
 def library_versions() -> dict[str, str]:
-    """Versions of the libraries a predictor file depends on (from package metadata: importing
+    """Versions of the libraries a predictor was trained with (from package metadata: importing
     scikit-learn alone costs ~1 s, which `hase predict` does not need)."""
     from importlib.metadata import version
 
     from hase import __version__
-    return {"hase": __version__, "scikit-learn": version("scikit-learn"), "joblib": version("joblib"),
-            "numpy": np.__version__, "pandas": pd.__version__, "python": sys.version.split()[0]}
+    return {"hase": __version__, "scikit-learn": version("scikit-learn"), "numpy": np.__version__,
+            "pandas": pd.__version__, "python": sys.version.split()[0]}
 
 
 def sha256_file(path: Path) -> str:
@@ -105,27 +130,30 @@ class PredictorBundle:
 
 def save_bundle(out_dir: str | Path, manifest: Manifest, predictors: Mapping[str, KernelPredictor],
                 extra: Mapping[str, pd.DataFrame] | None = None) -> Path:
-    """Write `<target>.joblib` files, extra CSV tables and manifest.json (with their sha256) to `out_dir`.
+    """Write `<target>.npz` and `<target>.json` per predictor, the extra CSV tables (`EXTRA_FILES`) and
+    manifest.json (every file's sha256 and its digest) to `out_dir`.
 
     Files are written to a temporary directory next to `out_dir`, which then replaces it whole, so
     a reader never sees a half-written predictor.
-    """
-    import joblib
 
+    Raises:
+        ValueError: a target the manifest lacks (or whose name is no plain file name), or an unknown table.
+    """
+    _check_save_names(manifest, predictors, extra or {})
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     os.chmod(tmp, 0o755)  # mkdtemp makes it private; a predictor directory is shared data
-    files: dict[str, str] = {}
     try:
         for target, pred in predictors.items():
-            joblib.dump(pred, tmp / f"{target}.joblib", compress=3)
-            files[f"{target}.joblib"] = sha256_file(tmp / f"{target}.joblib")
+            meta, arrays = pred.to_arrays()
+            _write_npz(tmp / f"{target}{NPZ}", arrays)
+            (tmp / f"{target}{JSON}").write_text(json.dumps(meta, indent=1, sort_keys=True, allow_nan=False) + "\n")
         for name, frame in (extra or {}).items():
             frame.to_csv(tmp / name, index=False)
-            files[name] = sha256_file(tmp / name)
+        files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir())}
         full = dataclasses.replace(manifest, files=files).to_dict()
-        (tmp / MANIFEST).write_text(json.dumps(full, indent=1, sort_keys=True, default=_json_default) + "\n")
+        (tmp / MANIFEST).write_text(json.dumps(full, indent=1, sort_keys=True, default=json_default) + "\n")
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)
@@ -135,70 +163,158 @@ def save_bundle(out_dir: str | Path, manifest: Manifest, predictors: Mapping[str
     return out
 
 
-def _json_default(v: Any) -> Any:
-    if hasattr(v, "item"):
-        return v.item()
-    if isinstance(v, Path):
-        return str(v)
-    raise TypeError(f"not JSON serializable: {type(v).__name__}")
+def _check_save_names(manifest: Manifest, predictors: Mapping[str, KernelPredictor],
+                      extra: Mapping[str, pd.DataFrame]) -> None:
+    """Refuse to write what `read_manifest` would refuse to read."""
+    bad = [t for t in predictors if t not in manifest.targets or not _PLAIN_NAME.fullmatch(t)]
+    if bad:
+        raise ValueError(f"predictors {bad} are no target of the manifest ({sorted(manifest.targets)})")
+    unknown = sorted(set(extra) - set(EXTRA_FILES))
+    if unknown:
+        raise ValueError(f"tables {unknown}: a predictor directory holds only {list(EXTRA_FILES)}")
+
+
+def _write_npz(path: Path, arrays: Mapping[str, NDArray[Any]]) -> None:
+    """`np.savez_compressed`, but byte-for-byte reproducible (fixed entry times, sorted names) and
+    refusing object arrays (`allow_pickle=False`), so no file Hase writes needs a pickle to read."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name in sorted(arrays):
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=_ZIP_TIME)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            with zf.open(info, "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.ascontiguousarray(arrays[name]), allow_pickle=False)
 
 
 def read_manifest(path: str | Path) -> Manifest:
-    """The manifest of a predictor directory, checked for presence, format, every file's sha256 and every key."""
+    """The manifest of a predictor directory, verified: its digest, its shape, every file name and every
+    file's sha256 (see the module docstring). Any failure is a HaseError of one line naming the fix."""
     d = Path(path)
     if not d.is_dir():
         raise HaseError(f"predictor directory not found: {d} (train one with `make train`)")
     mf = d / MANIFEST
     if not mf.is_file():
         raise HaseError(f"{d} has no {MANIFEST}: it is not a complete predictor; {RETRAIN}")
-    try:
-        raw = json.loads(mf.read_text())
-    except json.JSONDecodeError as exc:
-        raise HaseError(f"{mf} is not valid JSON ({exc.msg}): {RETRAIN}") from exc
-    if not isinstance(raw, dict) or raw.get("format") != FORMAT or not isinstance(raw.get("files"), dict):
+    _check_inside(d, MANIFEST)
+    raw = _read_json(mf)
+    if not isinstance(raw, dict):
+        raise HaseError(f"{mf} holds a JSON {type(raw).__name__}, not a predictor manifest (an object): {RETRAIN}")
+    if raw.get("format") == PICKLE_FORMAT:
+        raise HaseError(f"{d} is an old {PICKLE_FORMAT} predictor of pickle files, which can run code when loaded; "
+                        f"Hase no longer loads them: {RETRAIN}")
+    if raw.get("format") != FORMAT:
         raise HaseError(f"{mf} is not a {FORMAT} manifest: {RETRAIN}")
-    _verify_files(d, raw["files"])
-    if raw.get("feature_schema_sha") != schema_sha(feature_schema()):
-        raise HaseError(f"{d} was trained on another feature schema than this Hase version computes: {RETRAIN}")
+    if raw.get(DIGEST) != manifest_digest(raw):
+        what = "has no digest" if DIGEST not in raw else "does not match its digest"
+        raise HaseError(f"{mf} {what}: it was edited or damaged after training, so its calibration and file "
+                        f"hashes cannot be trusted; refusing it: {RETRAIN}")
     try:
-        return Manifest.from_dict(raw)
+        manifest = Manifest.from_dict(raw)
     except HaseError as exc:
         raise HaseError(f"{mf}: {exc}") from None
+    if manifest.feature_schema_sha != schema_sha(feature_schema()):
+        raise HaseError(f"{d} was trained on another feature schema than this Hase version computes: {RETRAIN}")
+    _check_names(mf, manifest)
+    _verify_files(d, manifest.files)
+    return manifest
+
+
+def _read_json(path: Path) -> Any:
+    """The JSON value of a file; unreadable or invalid is a HaseError (the file was verified or is the manifest)."""
+    try:
+        return json.loads(path.read_bytes())
+    except OSError as exc:
+        raise HaseError(f"cannot read {path}: {exc.strerror or first_line(exc)}") from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, absurd nesting
+        raise HaseError(f"{path} is not valid JSON ({first_line(exc)}): {RETRAIN}") from None
+
+
+def _check_names(mf: Path, manifest: Manifest) -> None:
+    """Every file the manifest lists is one a predictor has: `<target>.npz` and `<target>.json` of its own
+    targets (both or neither) and the evaluation CSVs; never a path, so nothing outside the directory."""
+    allowed = {*EXTRA_FILES, *(f"{t}{ext}" for t in manifest.targets for ext in (NPZ, JSON))}
+    for name in manifest.files:
+        if not _PLAIN_NAME.fullmatch(name) or ".." in name:
+            raise HaseError(f"{mf} names {name!r}, a path rather than a file of the predictor directory; "
+                            f"refusing it: {RETRAIN}")
+        if name not in allowed:
+            raise HaseError(f"{mf} names {name!r}, which is no file of a {FORMAT} predictor (<target>{NPZ}, "
+                            f"<target>{JSON}, {', '.join(EXTRA_FILES)}); refusing it: {RETRAIN}")
+    half = [t for t in manifest.targets if (f"{t}{NPZ}" in manifest.files) != (f"{t}{JSON}" in manifest.files)]
+    if half:
+        raise HaseError(f"{mf} lists only one of {NPZ} and {JSON} for target(s) {half}: {RETRAIN}")
+
+
+def _check_inside(d: Path, name: str) -> None:
+    """A file of the predictor directory that is a link must point to a file directly inside it."""
+    f = d / name
+    if f.is_symlink() and f.resolve().parent != d.resolve():
+        raise HaseError(f"{f} is a link to {f.resolve()}, outside the predictor directory; refusing it: {RETRAIN}")
 
 
 def _verify_files(d: Path, files: Mapping[str, str]) -> None:
-    """Every file the manifest lists exists and has its recorded sha256 (checked before any unpickling)."""
+    """Every file the manifest lists is a regular file in `d` with its recorded sha256 (before any is parsed)."""
     for name, digest in files.items():
+        _check_inside(d, name)
         f = d / name
         if not f.is_file():
             raise HaseError(f"{d} is incomplete: {name} listed in the manifest is missing; {RETRAIN}")
         if sha256_file(f) != digest:
-            raise HaseError(f"sha256 of {f} does not match the manifest; refusing to load it ({PICKLE_NOTE})")
+            raise HaseError(f"sha256 of {f} does not match the manifest: the file was changed or damaged after "
+                            f"training; refusing it: {RETRAIN}")
 
 
 def load_bundle(path: str | Path, targets: Sequence[str] | None = None) -> PredictorBundle:
     """Load a predictor directory after verifying it (see `read_manifest`); only the targets asked for
-    (all saved ones when None; "default" names the manifest's default target)."""
+    (all saved ones when None; "default" names the manifest's default target). Runs no code from the files."""
     d = Path(path)
     manifest = read_manifest(d)
-    saved = [t for t in manifest.targets if f"{t}.joblib" in manifest.files]
+    saved = [t for t in manifest.targets if f"{t}{NPZ}" in manifest.files]
     wanted = [manifest.default_target if t == "default" else t for t in targets] if targets else saved
     missing = [t for t in wanted if t not in saved]
     if missing:
         raise HaseError(f"{d} has no predictor for target(s) {missing}: it has {saved}")
     _warn_versions(manifest.library_versions, d)
-    preds = {t: _load_predictor(d / f"{t}.joblib") for t in wanted}
+    preds = {t: _load_predictor(d, t) for t in wanted}
     return PredictorBundle(manifest, preds, d)
 
 
-def _load_predictor(path: Path) -> KernelPredictor:
-    """Unpickle one verified joblib file; anything but a KernelPredictor is refused."""
-    import joblib
+def _load_predictor(d: Path, target: str) -> KernelPredictor:
+    """One verified target from its JSON and arrays; a part that does not fit is a HaseError naming it."""
+    meta = _read_json(d / f"{target}{JSON}")
+    if not isinstance(meta, dict):
+        raise HaseError(f"{d / target}{JSON} holds a JSON {type(meta).__name__}, not a predictor: {RETRAIN}")
+    try:
+        return KernelPredictor.from_arrays(meta, _read_npz(d / f"{target}{NPZ}"))
+    except ValueError as exc:
+        raise HaseError(f"{d / target}{NPZ}/{JSON} is not a predictor this Hase can read ({exc}): {RETRAIN}") from None
 
-    pred = joblib.load(path)
-    if not isinstance(pred, KernelPredictor):
-        raise HaseError(f"{path} holds a {type(pred).__name__}, not a KernelPredictor: {RETRAIN}")
-    return pred
+
+def _read_npz(path: Path) -> dict[str, NDArray[Any]]:
+    """Every array of an .npz file, read with allow_pickle=False: a pickle, or an object array inside,
+    is refused by numpy before anything of it is unpickled."""
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except _NPZ_ERRORS as exc:
+        raise _unreadable(path, exc) from None
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise HaseError(f"{path} holds a single {type(loaded).__name__}, not an .npz archive of arrays: {RETRAIN}")
+    with loaded:
+        try:
+            arrays = {name: loaded[name] for name in loaded.files}
+        except _NPZ_ERRORS as exc:
+            raise _unreadable(path, exc) from None
+    odd = sorted(name for name, a in arrays.items() if not isinstance(a, np.ndarray))
+    if odd:
+        raise HaseError(f"{path} has entries {odd[:5]} that are no arrays: {RETRAIN}")
+    return arrays
+
+
+def _unreadable(path: Path, exc: Exception) -> HaseError:
+    """The error for an .npz numpy refused; pickled content is named as such (numpy's own text suggests
+    loading it unsafely, which Hase never does)."""
+    if "pickle" in str(exc) or "Object arrays" in str(exc):
+        return HaseError(f"{path} holds pickled objects, which Hase never loads (a pickle can run code): {RETRAIN}")
+    return HaseError(f"{path} is not an array archive Hase can read ({first_line(exc)}): {RETRAIN}")
 
 
 def _warn_versions(trained: Mapping[str, str], d: Path) -> None:

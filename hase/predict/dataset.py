@@ -64,9 +64,12 @@ def check_target(target: str) -> str:
 
 
 def store_devices(store_path: str | Path) -> list[str]:
-    """Device configurations with at least one measured model in the store."""
+    """Device configurations with at least one measured model in the store (none is a HaseError)."""
     with Store(store_path, readonly=True) as store:
-        return sorted(store.table("model_measurements")["device"].unique())
+        devices = sorted(store.table("model_measurements")["device"].unique())
+    if not devices:
+        raise HaseError(f"{store_path} holds no model measurements: run `make collect` first")
+    return devices
 
 
 def load_device_data(store_path: str | Path, device: str | None = None) -> DeviceData:

@@ -93,6 +93,9 @@ def evaluate_predictor(store_path: str | Path, predictor_path: str | Path, targe
     baselines = pd.read_csv(root / BASELINES_CSV)
     table = ratio_table(data, cv_models, target, cal.name)
     held = table.dropna(subset=[CALIBRATED_HELD_OUT_MS])
+    if held.empty:
+        raise HaseError(f"no model of {store_path} was held out when {root} was trained (it was trained on another "
+                        f"store): train on this store first (`hase train --store {store_path}`)")
     kern = cv_kernels[cv_kernels[TARGET] == target]
     by_key = grouped_metrics(kern, KEY, Y_MS, PRED_MS).sort_values("rmse_ms", ascending=False)
     fams = grouped_metrics(held, D.FAMILY, D.MEASURED_MS, CALIBRATED_HELD_OUT_MS)

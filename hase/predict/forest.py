@@ -3,7 +3,8 @@ walk), and the linear FLOPs/bytes cost base the trees correct.
 
 Why: `hase predict` must answer in about a second, and importing scikit-learn alone costs ~0.7 s.
 Packed forests load and predict with numpy only, keep every tree's prediction (the spread gives the
-interval) and take about a third of the bytes of a pickled RandomForestRegressor.
+interval) and take about a third of the bytes of a pickled RandomForestRegressor. They are plain arrays
+(`PackedForest.to_arrays`), saved in `.npz` files that load with `allow_pickle=False`.
 
     >>> packed = pack_forest(RandomForestRegressor(n_estimators=50).fit(X, y))
     >>> packed.predict_trees(X_new).shape          # (n_trees, n_samples), same values as each tree
@@ -11,8 +12,9 @@ interval) and take about a third of the bytes of a pickled RandomForestRegressor
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -23,6 +25,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from hase.predict.features import FeatureFamily
 
 TREE_LEAF = -1  # scikit-learn's marker of a leaf in children_left / children_right
+# the node-table arrays of a PackedForest, in field order, with the one dtype each is stored and loaded as
+ARRAY_DTYPES: dict[str, type[np.generic]] = {"left": np.int32, "right": np.int32, "feature": np.int32,
+                                             "threshold": np.float64, "value": np.float64, "roots": np.int32}
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,6 +70,40 @@ class PackedForest:
                 break
             node = nxt
         return self.value[node].reshape(self.n_trees, n)
+
+    def to_arrays(self) -> dict[str, NDArray[Any]]:
+        """The node table as named arrays (`ARRAY_DTYPES`); `depth` and `n_features` are stored beside them."""
+        return {name: getattr(self, name) for name in ARRAY_DTYPES}
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, NDArray[Any]], depth: int, n_features: int) -> PackedForest:
+        """The forest `to_arrays` gave, checked: exact dtypes, one length per node, every child, feature and root
+        index in range, so a damaged file is a ValueError here and never a wrong prediction or IndexError later.
+
+        Raises:
+            ValueError: naming the first array or number that does not fit.
+        """
+        missing = [name for name in ARRAY_DTYPES if name not in arrays]
+        if missing:
+            raise ValueError(f"forest arrays {missing} are missing")
+        for name, dtype in ARRAY_DTYPES.items():
+            a = arrays[name]
+            if a.dtype != np.dtype(dtype) or a.ndim != 1 or not len(a):
+                raise ValueError(f"forest array {name!r} is {a.dtype} of shape {a.shape}, "
+                                 f"not a non-empty 1-D {np.dtype(dtype)} array")
+        n_nodes = len(arrays["left"])
+        if any(len(arrays[name]) != n_nodes for name in ("right", "feature", "threshold", "value")):
+            raise ValueError("forest arrays 'left', 'right', 'feature', 'threshold', 'value' differ in length")
+        for number, value in (("depth", depth), ("n_features", n_features)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"forest {number} is {value!r}, not a positive integer")
+        for name, bound in (("left", n_nodes), ("right", n_nodes), ("roots", n_nodes), ("feature", n_features)):
+            a = arrays[name]
+            if a.min() < 0 or a.max() >= bound:
+                raise ValueError(f"forest array {name!r} has indices outside 0..{bound - 1}")
+        return cls(left=arrays["left"], right=arrays["right"], feature=arrays["feature"],
+                   threshold=arrays["threshold"], value=arrays["value"], roots=arrays["roots"], depth=depth,
+                   n_features=n_features)
 
 
 def pack_forest(forest: RandomForestRegressor) -> PackedForest:

@@ -5,23 +5,31 @@
 wrong type, is a HaseError naming the key (e.g. ``targets.span.held_out``) and the fix, never a KeyError
 deep inside a report. Tables kept in the manifest for people to read (fit data, per-family scores)
 stay lists of records.
+
+The JSON carries a `digest`: the sha256 of its own canonical form without that key (`manifest_digest`).
+With `files` (the sha256 of every file) it covers the whole predictor, so an edited α or file is noticed.
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 
 from hase.errors import HaseError
 from hase.measure.types import DeviceMeta
-from hase.predict.calibration import Calibration
+from hase.predict.calibration import FITTERS, FORMS, Calibration
 from hase.predict.metrics import Scores
 
 MANIFEST = "manifest.json"
-FORMAT = "hase-predictor/1"
-PICKLE_NOTE = ("joblib files are pickles and can run code when loaded: Hase loads them only when their "
-               "sha256 matches the manifest; only use predictor directories you trust")
+FORMAT = "hase-predictor/2"
+PICKLE_FORMAT = "hase-predictor/1"  # <target>.joblib pickles: refused, never loaded
+DIGEST = "digest"
+SECURITY_NOTE = ("no file here is a pickle: arrays load with allow_pickle=False, so loading runs no code; the digest "
+                 "and sha256 values detect damaged or edited files, not a forger who recomputes them")
 RETRAIN = "retrain with `make train`"
 Records = tuple[Mapping[str, Any], ...]
 
@@ -56,9 +64,13 @@ def _int(d: Mapping[str, Any], key: str, where: str) -> int:
     return value
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _number(d: Mapping[str, Any], key: str, where: str) -> float:
     value = _value(d, key, where)
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
+    if not _is_number(value):
         raise _mistyped(where, key, value, "a number")
     return float(value)
 
@@ -84,6 +96,21 @@ def _records(d: Mapping[str, Any], key: str, where: str) -> Records:
     return tuple(rows)
 
 
+def _str_map(d: Mapping[str, Any], key: str, where: str, kind: type, expected: str) -> dict[str, Any]:
+    """d[key] as an object whose every value is a `kind` (never a bool for numbers)."""
+    table = _table(d, key, where)
+    if not all(isinstance(v, kind) and not isinstance(v, bool) for v in table.values()):
+        raise _mistyped(where, key, table, f"an object of {expected}")
+    return table
+
+
+def _texts(d: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    values = _list(d, key, where)
+    if not all(isinstance(v, str) for v in values):
+        raise _mistyped(where, key, values, "a list of text")
+    return tuple(values)
+
+
 def _scores(d: Mapping[str, Any], key: str, where: str) -> Scores:
     return Scores.from_dict(_table(d, key, where), f"predictor manifest {where}.{key}")
 
@@ -102,7 +129,11 @@ class CalibrationEntry:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str) -> CalibrationEntry:
         """The entry parsed from the manifest."""
-        return cls(Calibration.from_dict(d, f"predictor manifest {where}"), _records(d, "fit_data", where))
+        cal = Calibration.from_dict(d, f"predictor manifest {where}")
+        if cal.form not in FORMS or cal.fitter not in FITTERS:
+            raise HaseError(f"predictor manifest has calibration {cal.form}/{cal.fitter} at {where!r}, "
+                            f"not a form of {FORMS} and a fitter of {FITTERS}: {RETRAIN}")
+        return cls(cal, _records(d, "fit_data", where))
 
 
 @dataclass(frozen=True)
@@ -126,10 +157,10 @@ class PredictorSummary:
     def from_dict(cls, d: Mapping[str, Any], where: str) -> PredictorSummary:
         """The summary parsed from the manifest."""
         bases = _table(d, "bases", where)
-        if not all(isinstance(v, list) and len(v) == 3 for v in bases.values()):
+        if not all(isinstance(v, list) and len(v) == 3 and all(_is_number(x) for x in v) for v in bases.values()):
             raise _mistyped(where, "bases", bases, "(a, b, c) per key")
-        return cls(dict(_table(d, "forests", where)), tuple(_list(d, "family_forests", where)),
-                   dict(_table(d, "skipped", where)), dict(_table(d, "skipped_n", where)),
+        return cls(_str_map(d, "forests", where, int, "integers"), _texts(d, "family_forests", where),
+                   _str_map(d, "skipped", where, str, "text"), _str_map(d, "skipped_n", where, int, "integers"),
                    _int(d, "n_kernels", where), {k: (float(v[0]), float(v[1]), float(v[2])) for k, v in bases.items()})
 
 
@@ -183,7 +214,7 @@ class TrainingData:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str) -> TrainingData:
         """The entry parsed from the manifest."""
-        return cls(_str(d, "store", where), _int(d, "n_models", where), tuple(_list(d, "families", where)),
+        return cls(_str(d, "store", where), _int(d, "n_models", where), _texts(d, "families", where),
                    _int(d, "n_kernels", where), _int(d, "n_nodes", where))
 
 
@@ -215,7 +246,7 @@ class Manifest:
     evaluation: str
     targets: Mapping[str, TargetEntry]
     baselines_held_out: Records
-    files: Mapping[str, str] = field(default_factory=dict)  # file name -> sha256
+    files: Mapping[str, str] = field(default_factory=dict)  # file name -> sha256, filled by `save_bundle`
 
     def target(self, name: str) -> TargetEntry:
         """A target's entry; an unknown target is a HaseError listing those the manifest has."""
@@ -224,8 +255,8 @@ class Manifest:
         return self.targets[name]
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object `manifest.json` holds (format, files and the pickle warning included)."""
-        return {
+        """The JSON object `manifest.json` holds: format, files, security note and `digest` included."""
+        body = {
             "device": self.device, "device_meta": dataclasses.asdict(self.device_meta),
             "fixed_cost_ms": self.fixed_cost_ms, "created_at": self.created_at,
             "library_versions": dict(self.library_versions), "feature_schema": dict(self.feature_schema),
@@ -234,21 +265,46 @@ class Manifest:
             "config": dict(self.config), "evaluation": self.evaluation,
             "targets": {name: entry.to_dict() for name, entry in self.targets.items()},
             "baselines_held_out": list(self.baselines_held_out),
-            "format": FORMAT, "files": dict(self.files), "security": PICKLE_NOTE,
+            "format": FORMAT, "files": dict(self.files), "security": SECURITY_NOTE,
         }
+        return {**body, DIGEST: manifest_digest(body)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Manifest:
-        """The manifest parsed from its JSON object; a missing or mistyped key is a HaseError naming it."""
+        """The manifest parsed from its JSON object; a missing or mistyped key is a HaseError naming it.
+
+        The digest is not checked here (`hase.predict.bundle.read_manifest` checks it before parsing)."""
+        if not isinstance(d, Mapping):
+            raise HaseError(f"a predictor manifest is a JSON object, not a {type(d).__name__}: {RETRAIN}")
+        if d.get("format") == PICKLE_FORMAT:
+            raise HaseError(f"this predictor is in the old {PICKLE_FORMAT} format (pickle files, which can run code "
+                            f"when loaded); Hase no longer loads it: {RETRAIN}")
         if d.get("format") != FORMAT:
             raise HaseError(f"not a {FORMAT} manifest: {RETRAIN}")
         fixed = None if _value(d, "fixed_cost_ms", "") is None else _number(d, "fixed_cost_ms", "")
         targets = _table(d, "targets", "")
         return cls(
             _str(d, "device", ""), device_meta_from_dict(_table(d, "device_meta", "")), fixed,
-            _str(d, "created_at", ""), _table(d, "library_versions", ""), _table(d, "feature_schema", ""),
+            _str(d, "created_at", ""), _str_map(d, "library_versions", "", str, "text"),
+            _table(d, "feature_schema", ""),
             _str(d, "feature_schema_sha", ""), _str(d, "default_target", ""),
             TrainingData.from_dict(_table(d, "training_data", ""), "training_data"), _table(d, "config", ""),
             _str(d, "evaluation", ""),
             {name: TargetEntry.from_dict(_table(targets, name, "targets"), f"targets.{name}") for name in targets},
-            _records(d, "baselines_held_out", ""), _table(d, "files", ""))
+            _records(d, "baselines_held_out", ""), _str_map(d, "files", "", str, "text"))
+
+
+def manifest_digest(raw: Mapping[str, Any]) -> str:
+    """sha256 of a manifest's canonical JSON (sorted keys, compact, ASCII) without its `digest` key."""
+    body = {k: v for k, v in raw.items() if k != DIGEST}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=json_default)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def json_default(v: Any) -> Any:
+    """JSON for the values numpy and pathlib put into a manifest (numpy scalars, paths)."""
+    if hasattr(v, "item"):
+        return v.item()
+    if isinstance(v, PurePath):
+        return str(v)
+    raise TypeError(f"not JSON serializable: {type(v).__name__}")

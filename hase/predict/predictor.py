@@ -4,8 +4,9 @@ One forest per predictor key (op type, or op type + variant such as ``Conv/dw``)
 scikit-learn and stored packed (`hase.predict.forest`), so prediction needs numpy only. Keys with too
 few training kernels get no forest: their kernels fall back to the forest of their feature family,
 or to the generic forest that describes any op. Nothing is ever predicted as 0 ms, and every
-prediction says which forest made it (`source`: op, family or generic). Saving and loading trained
-predictors is `hase.predict.bundle`'s job.
+prediction says which forest made it (`source`: op, family or generic). A fitted predictor is plain
+data (`KernelPredictor.to_arrays`: a JSON-able structure plus named arrays); writing and verifying
+those files is `hase.predict.bundle`'s job.
 """
 from __future__ import annotations
 
@@ -21,11 +22,16 @@ from numpy.typing import ArrayLike, NDArray
 from hase.errors import HaseError
 from hase.kernels.types import KernelSpec
 from hase.predict import features as F
-from hase.predict.forest import Member, fit_base, linear_base_ms, pack_forest
-from hase.predict.manifest import PredictorSummary
+from hase.predict.forest import ARRAY_DTYPES, Member, PackedForest, fit_base, linear_base_ms, pack_forest
+from hase.predict.manifest import RETRAIN, PredictorSummary
 
 SOURCE_OP, SOURCE_FAMILY, SOURCE_GENERIC = "op", "family", "generic"
 KEY, SOURCE, PRED_MS = "key", "source", "pred_ms"
+# the constructor parameters a saved predictor keeps, with the JSON types each may have
+PARAM_TYPES: dict[str, tuple[type, ...]] = {
+    "params": (dict, type(None)), "log_target": (bool,), "min_samples": (int,), "tree_scale": (int, float),
+    "random_state": (int,), "n_jobs": (int,), "aliases": (dict, type(None)), "base": (bool,),
+    "weight_power": (int, float)}
 
 
 @dataclass(frozen=True)
@@ -212,6 +218,113 @@ class KernelPredictor:
                                 family_forests=tuple(sorted(self.family_forests_)), skipped=dict(self.skipped_),
                                 skipped_n={k: self.n_samples_[k] for k in self.skipped_},
                                 n_kernels=self.n_kernels_, bases={k: m.base for k, m in self.forests_.items()})
+
+    # ------------------------------------------------------------------ plain data
+    def to_arrays(self) -> tuple[dict[str, Any], dict[str, NDArray[Any]]]:
+        """The fitted predictor as plain data: a JSON-able structure and named arrays (member i's forest is
+        `m<i>.left`, `m<i>.threshold`, ...). A forest shared by a key and its family is stored once.
+
+            >>> meta, arrays = fitted.to_arrays()
+            >>> KernelPredictor.from_arrays(meta, arrays).predict(specs)  # == fitted.predict(specs), bit for bit
+        """
+        members: dict[int, tuple[int, Member]] = {}
+        for m in (*self.forests_.values(), *self.family_forests_.values(), self.generic_):
+            members.setdefault(id(m), (len(members), m))
+        index = {key: i for key, (i, _) in members.items()}
+        arrays = {f"m{i}.{name}": a for i, m in members.values() for name, a in m.forest.to_arrays().items()}
+        meta = {"params": {name: getattr(self, name) for name in PARAM_TYPES},
+                "members": [_member_json(m) for _, m in members.values()],
+                "forests": {k: index[id(m)] for k, m in self.forests_.items()},
+                "family_forests": {k: index[id(m)] for k, m in self.family_forests_.items()},
+                "generic": index[id(self.generic_)], "skipped": dict(self.skipped_),
+                "n_samples": dict(self.n_samples_), "n_kernels": self.n_kernels_}
+        return meta, arrays
+
+    @classmethod
+    def from_arrays(cls, meta: Mapping[str, Any], arrays: Mapping[str, NDArray[Any]]) -> KernelPredictor:
+        """The fitted predictor `to_arrays` described; nothing in it is code.
+
+        Raises:
+            ValueError: a missing, mistyped or inconsistent part (named), or arrays nothing refers to.
+            HaseError: a forest of a feature family or columns this Hase version does not compute.
+        """
+        params = _get(meta, "params", (dict,), "")
+        pred = cls(**{name: _get(params, name, kinds, "params.") for name, kinds in PARAM_TYPES.items()})
+        members = _members(_get(meta, "members", (list,), ""), arrays)
+
+        def pick(where: str, i: Any) -> Member:
+            if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < len(members):
+                raise ValueError(f"{where} refers to member {i!r}, not one of 0..{len(members) - 1}")
+            return members[i]
+
+        pred.forests_ = {k: pick(f"forests.{k}", i) for k, i in _get(meta, "forests", (dict,), "").items()}
+        pred.family_forests_ = {k: pick(f"family_forests.{k}", i)
+                                for k, i in _get(meta, "family_forests", (dict,), "").items()}
+        pred.generic_ = pick("generic", _get(meta, "generic", (int,), ""))
+        pred.skipped_ = _typed_map(meta, "skipped", str)
+        pred.n_samples_ = _typed_map(meta, "n_samples", int)
+        pred.n_kernels_ = _get(meta, "n_kernels", (int,), "")
+        if set(pred.forests_) - set(pred.n_samples_):
+            raise ValueError(f"keys {sorted(set(pred.forests_) - set(pred.n_samples_))} have no training size")
+        return pred
+
+
+def _member_json(m: Member) -> dict[str, Any]:
+    """A member's numbers and names (its arrays are saved beside them); the family's columns let a load
+    notice a feature schema that changed since training."""
+    return {"family": m.family, "columns": list(F.get_family(m.family).column_names), "base": list(m.base),
+            "floor_ms": m.floor_ms, "depth": m.forest.depth, "n_features": m.forest.n_features}
+
+
+def _members(records: list[Any], arrays: Mapping[str, NDArray[Any]]) -> list[Member]:
+    """Every member from its JSON record and its arrays; an array no member uses is a ValueError too."""
+    members = []
+    for i, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise ValueError(f"members[{i}] is a {type(record).__name__}, not an object")
+        members.append(_member(record, i, arrays))
+    used = {f"m{i}.{name}" for i in range(len(members)) for name in ARRAY_DTYPES}
+    if set(arrays) != used:
+        raise ValueError(f"arrays {sorted(set(arrays) ^ used)[:5]} do not match the {len(members)} members")
+    return members
+
+
+def _member(d: Mapping[str, Any], i: int, arrays: Mapping[str, NDArray[Any]]) -> Member:
+    """Member i from its JSON record and its arrays, checked against the feature family this Hase computes."""
+    where = f"members[{i}]."
+    family = F.get_family(_get(d, "family", (str,), where))
+    columns = _get(d, "columns", (list,), where)
+    if columns != list(family.column_names):
+        raise HaseError(f"a forest of feature family {family.name!r} was trained on columns {columns}, this Hase "
+                        f"computes {list(family.column_names)}: {RETRAIN}")
+    base = _get(d, "base", (list,), where)
+    if len(base) != 3 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in base):
+        raise ValueError(f"{where}base is {base!r}, not three numbers")
+    n_features = _get(d, "n_features", (int,), where)
+    if n_features != len(family.columns):
+        raise ValueError(f"{where}n_features is {n_features}, family {family.name!r} has {len(family.columns)}")
+    forest = PackedForest.from_arrays({name: arrays[f"m{i}.{name}"] for name in ARRAY_DTYPES
+                                       if f"m{i}.{name}" in arrays}, _get(d, "depth", (int,), where), n_features)
+    return Member(family.name, forest, (float(base[0]), float(base[1]), float(base[2])),
+                  float(_get(d, "floor_ms", (int, float), where)))
+
+
+def _get(d: Mapping[str, Any], key: str, kinds: tuple[type, ...], where: str) -> Any:
+    """d[key], one of `kinds` (a bool is no number); else a ValueError naming `where` + key."""
+    if key not in d:
+        raise ValueError(f"{where}{key} is missing")
+    value = d[key]
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise ValueError(f"{where}{key} is a {type(value).__name__}, not {' or '.join(k.__name__ for k in kinds)}")
+    return value
+
+
+def _typed_map(d: Mapping[str, Any], key: str, kind: type) -> dict[str, Any]:
+    """d[key]: an object whose every value is a `kind` (a bool is no integer)."""
+    table: dict[str, Any] = _get(d, key, (dict,), "")
+    if not all(isinstance(v, kind) and not isinstance(v, bool) for v in table.values()):
+        raise ValueError(f"{key} has values that are not {kind.__name__}")
+    return table
 
 
 def _matrix(specs: Sequence[KernelSpec], family: F.FeatureFamily) -> NDArray[np.float32]:

@@ -3,7 +3,7 @@
 Steps: read the device's measurements; for every target, hold out each model family in turn
 (`hase.predict.crossval`) to score every calibration candidate; pick the default target and each
 target's calibration by held-out RMSPE; fit the final forests on all families; fit the FLOPs
-baselines; write the predictor directory (joblib files, CSV tables of the folds, manifest.json).
+baselines; write the predictor directory (.npz arrays + JSON per target, CSV tables of the folds, manifest.json).
 """
 from __future__ import annotations
 

@@ -86,6 +86,8 @@ def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     except json.JSONDecodeError as exc:
         raise HaseError(f"{p} is not valid JSON ({exc.msg} at line {exc.lineno}): pass a complete ORT profile "
                         f"(a truncated file means the session did not call end_profiling())") from exc
+    except RecursionError as exc:
+        raise HaseError(f"{p} nests JSON too deeply to be a profile: pass the .json file ONNX Runtime wrote") from exc
     if isinstance(raw, dict):
         raw = raw.get("traceEvents")
     if not isinstance(raw, list):
@@ -115,6 +117,8 @@ def stream_trace(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
 
 def _existing(path: str | os.PathLike[str]) -> Path:
     p = Path(path)
+    if p.is_dir():
+        raise HaseError(f"profile {str(p)!r} is a directory: pass the .json file ONNX Runtime's profiler wrote")
     if not p.is_file():
         raise HaseError(f"profile file not found: {p} (check the path)")
     return p

@@ -5,11 +5,14 @@ session.run wall clock; `analyze` turns events into the tables and findings the 
 """
 from __future__ import annotations
 
+import contextlib
+import glob
 import logging
 import os
+import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ import onnx
 import pandas as pd
 
 from hase.errors import HaseError, first_line
+from hase.files import check_output_dir, outermost_missing
 from hase.measure import runtime
 from hase.measure.types import EPConfig, Timing
 from hase.profiling import decompose as P
@@ -58,7 +62,8 @@ def profile_model(
 
     ORT profiles every run of a session, so warm-up runs are in the events too; pass
     `result.skip_runs` to the `hase.profiling.decompose` functions. The profile JSON is written to `workdir`
-    (a new temporary directory when None) as `<model stem>_<date>.json`.
+    (a new temporary directory when None) as `<model stem>_<date>.json`; when profiling fails, no profile
+    file and no folder made for it are left behind.
     """
     from hase.kernels.graph import load_model
     from hase.kernels.inputs import make_model_feeds
@@ -67,23 +72,53 @@ def profile_model(
         raise HaseError(f"need runs >= 1 and warmup >= 0 (got runs={runs}, warmup={warmup})")
     model = load_model(path, dict(input_shapes or {}))
     feeds = make_model_feeds(model, seed=seed)
-    workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="hase_profile_"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    session = runtime.make_session(_serialized(model, path), ep, profile_prefix=str(workdir / Path(path).stem))
+    data = _serialized(model, path)
+    del model
+    stem = Path(path).stem
+    with profile_folder(workdir, stem) as folder:
+        # ORT's own log silenced (4: fatal only): a model it rejects is reported once, as a HaseError
+        session = runtime.make_session(data, ep, profile_prefix=str(folder / stem), log_severity=4)
+        try:
+            for _ in range(warmup):
+                _run(session, feeds)
+            samples = []
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                _run(session, feeds)
+                samples.append(time.perf_counter() - t0)
+        finally:
+            profile_path = Path(session.end_profiling())
+        log.debug("ORT profile: %s", profile_path)
+        events = load_profile(profile_path)
+    return ProfileResult(events=events, profile_path=profile_path, wall=Timing.from_samples(samples),
+                         warmup=warmup, runs=runs, metadata=runtime.device_metadata(ep))
+
+
+@contextlib.contextmanager
+def profile_folder(workdir: str | os.PathLike[str] | None, stem: str) -> Iterator[Path]:
+    """The folder ORT writes `<stem>_<date>.json` into: `workdir` (created when missing) or a new temporary one.
+
+    If the body raises, nothing it left is kept: ORT's partial (often 0-byte) profile files are removed, and so
+    is every folder made here. On success the folder stays (with `workdir=None` the caller owns it).
+    """
+    if workdir is None:
+        folder = Path(tempfile.mkdtemp(prefix="hase_profile_"))
+        made: Path | None = folder
+    else:
+        folder = check_output_dir(workdir, "profile work directory")
+        made = outermost_missing(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+    pattern = f"{glob.escape(stem)}_*.json"
+    before = set(folder.glob(pattern))
     try:
-        for _ in range(warmup):
-            _run(session, feeds)
-        samples = []
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            _run(session, feeds)
-            samples.append(time.perf_counter() - t0)
-    finally:
-        profile_path = Path(session.end_profiling())
-    log.debug("ORT profile: %s", profile_path)
-    return ProfileResult(events=load_profile(profile_path), profile_path=profile_path,
-                         wall=Timing.from_samples(samples), warmup=warmup, runs=runs,
-                         metadata=runtime.device_metadata(ep))
+        yield folder
+    except BaseException:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        else:
+            for p in set(folder.glob(pattern)) - before:
+                p.unlink(missing_ok=True)
+        raise
 
 
 def _serialized(model: onnx.ModelProto, path: str | os.PathLike[str]) -> bytes:

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hase import limits
 from hase.errors import HaseError
 from hase.files import load_toml
 from hase.zoo.layers import IR_VERSIONS
@@ -71,27 +73,40 @@ def parse_zoo_config(data: Mapping[str, Any], name: str) -> ZooConfig:
         known = [f.name for f in families()]
         raise HaseError(f"zoo config {name!r} lists no families: add [[families.NAME]] tables, NAME one of {known}")
     specs: dict[str, ModelSpec] = {}
+    expanded = 0
     for family_name, grids in groups.items():
-        for spec in _expand_family(family_name, grids):
+        family_specs = _expand_family(family_name, grids, expanded)
+        expanded += len(family_specs)
+        for spec in family_specs:
             if spec.name in specs:
                 log.debug("dropping duplicate variant %s", spec.name)
             specs.setdefault(spec.name, spec)
     return ZooConfig(name, seed, opset, tuple(specs.values()))
 
 
-def _expand_family(family_name: str, grids: Any) -> list[ModelSpec]:
-    """All variants of one family: each grid is expanded to the cartesian product of its values."""
+def _expand_family(family_name: str, grids: Any, expanded: int = 0) -> list[ModelSpec]:
+    """All variants of one family: each grid is expanded to the cartesian product of its values.
+
+    `expanded`: variants of the families before this one; the config's total is bounded by ZOO_MAX_VARIANTS,
+    checked before a grid is expanded.
+    """
     family = get_family(family_name)
     grids = [grids] if isinstance(grids, Mapping) else grids
     if not isinstance(grids, list) or not all(isinstance(grid, Mapping) for grid in grids):
         raise HaseError(f"families.{family_name} must be a table or an array of tables ([[families.{family_name}]])")
-    specs = []
-    for grid in grids:
+    specs: list[ModelSpec] = []
+    for i, grid in enumerate(grids, start=1):
         keys = list(grid)
         choices = [v if isinstance(v, list) else [v] for v in grid.values()]
         for key, values in zip(keys, choices, strict=True):
             if not values:
                 raise HaseError(f"families.{family_name}.{key} is an empty list: give at least one value")
+        size = math.prod(len(v) for v in choices)
+        if expanded + len(specs) + size > limits.ZOO_MAX_VARIANTS:
+            where = f"families.{family_name}" + (f" (grid {i})" if len(grids) > 1 else "")
+            raise HaseError(f"{where} expands to {size} variants, {expanded + len(specs) + size} in the config so far, "
+                            f"over the limit of {limits.ZOO_MAX_VARIANTS} per zoo config: list fewer values or split "
+                            f"the config")
         for combo in itertools.product(*choices):
             specs.append(family.spec(dict(zip(keys, combo, strict=True))))
     return specs

@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from hase import limits
 from hase.errors import HaseError
 
 # ONNX IR version per default-domain opset, kept at what onnxruntime >= 1.17 accepts.
@@ -70,6 +71,8 @@ class GraphBuilder:
         self._consts: dict[tuple[str, tuple[int, ...], bytes], str] = {}
         self._scope: list[str] = []
         self._count = 0
+        self._max_tensor = limits.max_tensor_bytes()  # every tensor is sized as the graph grows (hase.limits)
+        self._weight_bytes = 0
 
     # ---- plumbing -------------------------------------------------------------------------------------
     @contextmanager
@@ -89,6 +92,8 @@ class GraphBuilder:
         """Append one node with len(shapes) outputs of element type `dtype`."""
         self._count += 1
         node_name = f"{self._prefix()}{op_type}_{self._count}"
+        for shape in shapes:
+            self._check_size(f"{op_type} output", shape, dtype)
         outs = [f"{node_name}_output_{i}" for i in range(len(shapes))]
         self._nodes.append(helper.make_node(op_type, list(inputs), outs, name=node_name, **attrs))
         return [Tensor(o, tuple(int(d) for d in s), dtype) for o, s in zip(outs, shapes, strict=True)]
@@ -97,6 +102,16 @@ class GraphBuilder:
             **attrs: Any) -> Tensor:
         """Append one single-output node."""
         return self.op(op_type, inputs, [shape], dtype, **attrs)[0]
+
+    def _check_size(self, what: str, shape: Sequence[int], dtype: int, weight: bool = False) -> None:
+        """Refuse a tensor over the per-tensor limit, or weights over what one ONNX file holds, before drawing it."""
+        np_type = helper.tensor_dtype_to_np_dtype(dtype)
+        nbytes = limits.check_tensor(f"zoo model {self.name}: {what}", shape, np_type, self._max_tensor)
+        if weight:
+            self._weight_bytes += nbytes
+            if self._weight_bytes > limits.ONNX_FILE_BYTES:
+                raise HaseError(f"zoo model {self.name}: its weights need over {limits.format_gb(self._weight_bytes)}, "
+                                f"more than one ONNX file holds (2 GB): use a smaller width, hidden size or vocab")
 
     def initializer(self, kind: str, array: np.ndarray) -> str:
         """Add `array` as a named initializer and return its name."""
@@ -107,11 +122,13 @@ class GraphBuilder:
 
     def weight(self, shape: Sequence[int], std: float) -> str:
         """A float32 weight drawn from N(0, std^2)."""
+        self._check_size("weight", shape, FLOAT, weight=True)
         data = self.rng.standard_normal(tuple(shape), dtype=np.float32) * np.float32(std)
         return self.initializer("weight", data)
 
     def uniform(self, shape: Sequence[int], low: float, high: float) -> str:
         """A float32 parameter drawn from U(low, high)."""
+        self._check_size("parameter", shape, FLOAT, weight=True)
         return self.initializer("param", self.rng.uniform(low, high, tuple(shape)).astype(np.float32))
 
     def const(self, values: Any, dtype: Any = np.float32) -> str:
@@ -127,6 +144,7 @@ class GraphBuilder:
 
     def input(self, name: str, shape: Sequence[int], dtype: int = FLOAT) -> Tensor:
         """Declare a graph input with a static shape."""
+        self._check_size(f"input {name!r}", shape, dtype)
         self._inputs.append(helper.make_tensor_value_info(name, dtype, list(shape)))
         return Tensor(name, tuple(shape), dtype)
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hase import limits
 from hase.errors import HaseError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,9 +46,10 @@ class Param:
     default: Any
     choices: tuple[Any, ...] = ()
     minimum: float | None = None
+    maximum: float | None = None  # sizes are bounded (hase.limits): a variant never asks for terabytes
 
     def coerce(self, family: str, value: Any) -> Any:
-        """Check `value` against the declared type, choices and minimum; return it in canonical form."""
+        """Check `value` against the declared type, choices, minimum and maximum; return it in canonical form."""
         where = f"{family}.{self.name}"
         kind = type(self.default)
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
@@ -58,6 +60,8 @@ class Param:
             raise HaseError(f"{where} = {value!r} is not supported: use one of {list(self.choices)}")
         if self.minimum is not None and value < self.minimum:
             raise HaseError(f"{where} = {value!r} is too small: use a value >= {self.minimum}")
+        if self.maximum is not None and value > self.maximum:
+            raise HaseError(f"{where} = {value!r} is over the limit of {self.maximum}: use a value <= {self.maximum}")
         return value
 
     def label(self, value: Any) -> str:
@@ -134,17 +138,17 @@ def families() -> list[Family]:
 # Parameters shared by the image families.
 def width(default: float = 1.0) -> Param:
     """Channel-width multiplier."""
-    return Param("width", "w", default, minimum=0.05)
+    return Param("width", "w", default, minimum=0.05, maximum=limits.ZOO_MAX_WIDTH)
 
 
 def resolution(default: int = 224) -> Param:
     """Square input resolution in pixels."""
-    return Param("resolution", "r", default, minimum=16)
+    return Param("resolution", "r", default, minimum=16, maximum=limits.ZOO_MAX_RESOLUTION)
 
 
 def batch(default: int = 1) -> Param:
     """Batch size of the static input shape."""
-    return Param("batch", "b", default, minimum=1)
+    return Param("batch", "b", default, minimum=1, maximum=limits.ZOO_MAX_BATCH)
 
 
 def kernel(default: int = 3) -> Param:

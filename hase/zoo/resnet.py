@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hase import limits
 from hase.zoo.layers import GraphBuilder, Tensor, make_divisible
 from hase.zoo.registry import Param, batch, register_family, resolution, width
 
@@ -86,7 +87,7 @@ def _transition(g: GraphBuilder, x: Tensor) -> Tensor:
 
 
 @register_family("densenet", Param("depth", "d", 121, choices=tuple(DENSENET_LAYOUTS)),
-                 Param("growth", "k", 32, minimum=4), resolution(224), batch())
+                 Param("growth", "k", 32, minimum=4, maximum=limits.ZOO_MAX_GROWTH), resolution(224), batch())
 def build_densenet(g: GraphBuilder, p: dict[str, Any]) -> None:
     """DenseNet-BC: 7x7/2 stem, dense blocks whose layers see all earlier outputs, compressing transitions."""
     growth = p["growth"]

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from hase import limits
 from hase.errors import HaseError
 from hase.zoo.layers import FLOAT, INT64, GraphBuilder, Tensor
 from hase.zoo.registry import Param, batch, register_family
@@ -45,9 +46,12 @@ class Dims:
 
 def _params(layers: int, gelu: str, scale: str) -> tuple[Param, ...]:
     return (
-        Param("layers", "l", layers, minimum=1), Param("hidden", "h", 768, minimum=8),
-        Param("heads", "a", 12, minimum=1), Param("seq", "s", 128, minimum=1), batch(),
-        Param("vocab", "v", 30522, minimum=2), Param("gelu", "", gelu, choices=("erf", "tanh")),
+        Param("layers", "l", layers, minimum=1, maximum=limits.ZOO_MAX_LAYERS),
+        Param("hidden", "h", 768, minimum=8, maximum=limits.ZOO_MAX_HIDDEN),
+        Param("heads", "a", 12, minimum=1, maximum=limits.ZOO_MAX_HEADS),
+        Param("seq", "s", 128, minimum=1, maximum=limits.ZOO_MAX_SEQ), batch(),
+        Param("vocab", "v", 30522, minimum=2, maximum=limits.ZOO_MAX_VOCAB),
+        Param("gelu", "", gelu, choices=("erf", "tanh")),
         Param("linear", "", "matmul", choices=("matmul", "gemm")), Param("scale", "", scale, choices=("div", "mul")),
     )
 

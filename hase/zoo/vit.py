@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from hase import limits
 from hase.errors import HaseError
 from hase.zoo.layers import GraphBuilder, Tensor
 from hase.zoo.registry import Param, batch, register_family, resolution
@@ -38,10 +39,13 @@ def patch_tokens(g: GraphBuilder, image: Tensor, d: Dims, patch: int) -> Tensor:
 
 @register_family(
     "vit",
-    Param("layers", "l", 12, minimum=1), Param("hidden", "h", 768, minimum=8), Param("heads", "a", 12, minimum=1),
+    Param("layers", "l", 12, minimum=1, maximum=limits.ZOO_MAX_LAYERS),
+    Param("hidden", "h", 768, minimum=8, maximum=limits.ZOO_MAX_HIDDEN),
+    Param("heads", "a", 12, minimum=1, maximum=limits.ZOO_MAX_HEADS),
     Param("patch", "p", 16, choices=(4, 8, 16)), resolution(), batch(),
     Param("gelu", "", "erf", choices=("erf", "tanh")), Param("linear", "", "matmul", choices=("matmul", "gemm")),
-    Param("scale", "", "div", choices=("div", "mul")), Param("mlp_ratio", "m", 4, minimum=1),
+    Param("scale", "", "div", choices=("div", "mul")),
+    Param("mlp_ratio", "m", 4, minimum=1, maximum=limits.ZOO_MAX_MLP_RATIO),
     check=_check,
 )
 def build_vit(g: GraphBuilder, p: dict[str, Any]) -> None:

@@ -121,3 +121,48 @@ def test_shapes_only_probe_with_unnamed_nodes(tmp_path):
     light = graph.kernel_graph(model, EPConfig(), with_weights=False, source=p)
     full = graph.kernel_graph(model, EPConfig())
     assert [n.spec.kernel_id for n in split.split(light)] == [n.spec.kernel_id for n in split.split(full)]
+
+
+def test_a_directory_or_unreadable_file_is_not_called_invalid_onnx(tmp_path, conv_model_path, monkeypatch):
+    with pytest.raises(HaseError, match="is a directory, not an ONNX model file"):
+        graph.load_model(tmp_path)
+    real_open = type(conv_model_path).open
+
+    def denied(self, *args, **kwargs):
+        if self == conv_model_path:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(conv_model_path), "open", denied)  # root reads any file: deny it this way
+    with pytest.raises(HaseError, match=r"cannot read .*conv.onnx: permission denied") as info:
+        graph.load_model(conv_model_path)
+    assert "not a valid ONNX file" not in str(info.value)
+
+
+def test_symbolic_shape_is_shown_as_declared(tmp_path):
+    p = tmp_path / "sym.onnx"
+    onnx.save(conv_bn_relu_model(batch="batch"), p)
+    with pytest.raises(HaseError, match=r"input 'x' has symbolic shape \[batch, 3, 16, 16\]: "
+                                        r"pass --input-shape x=1,3,16,16"):
+        graph.load_model(p)
+
+
+def test_a_zero_dimension_is_not_called_symbolic(tmp_path):
+    p = tmp_path / "zero.onnx"
+    onnx.save(conv_bn_relu_model(batch=0, hw=8), p)
+    with pytest.raises(HaseError, match=r"input 'x' has static shape \[0, 3, 8, 8\] with a zero dimension") as info:
+        graph.load_model(p)
+    assert "symbolic" not in str(info.value) and "--input-shape x=1,3,8,8" in str(info.value)
+    assert graph.load_model(p, {"x": (2, 3, 8, 8)}).graph.input[0].type.tensor_type.shape.dim[0].dim_value == 2
+
+
+@pytest.mark.parametrize("item, match", [
+    ("x=0,3,8,8", "dimension 0 is not >= 1"),
+    ("x=-1,3", "dimension -1 is not >= 1"),
+    (f"x={2**63},3", "is too large"),
+    ("=1,2", "write NAME=D0,D1"),
+    ("x=", "write NAME=D0,D1"),
+])
+def test_bad_input_shape_items(item, match):
+    with pytest.raises(HaseError, match=match):
+        graph.parse_input_shapes([item])

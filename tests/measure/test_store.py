@@ -1,12 +1,13 @@
-"""hase.measure.store: schema, transactions, exactly-once inserts."""
+"""hase.measure.store and .schema: transactions, exactly-once inserts, stores checked on open, SQLite errors."""
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import pytest
 
 from hase.errors import HaseError
-from hase.measure.store import SCHEMA, Store
+from hase.measure.store import SCHEMA, SCHEMA_VERSION, Store
 
 
 def test_transaction_is_all_or_nothing(tmp_path):
@@ -47,3 +48,191 @@ def test_missing_or_foreign_store(tmp_path):
     bad.write_bytes(b"garbage" * 1000)
     with pytest.raises(HaseError, match="not a Hase store"):
         Store(bad)
+
+
+def file_bytes(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+def make_store(path: Path) -> Path:
+    """A small real store: a few kernels, a done-marker and a skip."""
+    with Store(path) as s, s.transaction():
+        s.insert("kernels", [{"kernel_id": f"k{i}", "op_type": "Conv", "domain": "", "signature_json": "{}" * 50}
+                             for i in range(200)])
+        s.mark_done("kernel:k1", "cpu")
+    return path
+
+
+def test_new_store_has_the_schema_version(tmp_path):
+    with Store(tmp_path / "s.sqlite") as s:
+        assert s.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert {r[0] for r in s.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")} == set(SCHEMA)
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")
+    with Store(empty) as s:  # an empty file is a new store to write, ...
+        assert s.counts()["kernels"] == 0
+    (tmp_path / "e2.sqlite").write_bytes(b"")
+    with pytest.raises(HaseError, match="is an empty file, not a Hase store: run `hase collect"):
+        Store(tmp_path / "e2.sqlite", readonly=True)  # ... and nothing to read
+
+
+@pytest.mark.parametrize("readonly", [False, True])
+def test_foreign_sqlite_file_is_refused_and_never_written(tmp_path, readonly):
+    path = tmp_path / "other.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE people (name TEXT)")
+    conn.execute("INSERT INTO people VALUES ('ada')")
+    conn.commit()
+    conn.close()
+    before = file_bytes(path)
+    with pytest.raises(HaseError, match=r"is not a Hase store \(it holds tables Hase does not know: people\)"):
+        Store(path, readonly=readonly)
+    assert file_bytes(path) == before and sorted(p.name for p in tmp_path.iterdir()) == ["other.sqlite"]
+
+
+def test_a_hase_table_with_other_columns_is_foreign(tmp_path):
+    path = tmp_path / "s.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE models (id TEXT, size INTEGER)")
+    conn.close()
+    with pytest.raises(HaseError, match="its table models lacks the columns"):
+        Store(path)
+
+
+@pytest.mark.parametrize("readonly", [False, True])
+def test_non_sqlite_file_and_directory_are_refused(tmp_path, readonly):
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"PK\x03\x04 a zip file, say" * 100)
+    with pytest.raises(HaseError, match="is not an SQLite file, so not a Hase store"):
+        Store(bad, readonly=readonly)
+    assert bad.read_bytes().startswith(b"PK")
+    with pytest.raises(HaseError, match="is a directory"):
+        Store(tmp_path, readonly=readonly)
+
+
+@pytest.mark.parametrize("readonly", [False, True])
+def test_corrupt_store_is_refused_and_never_written(tmp_path, readonly):
+    path = make_store(tmp_path / "s.sqlite")
+    conn = sqlite3.connect(path)
+    root, page = conn.execute("SELECT rootpage FROM sqlite_master WHERE name='kernels'").fetchone()[0], \
+        conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.close()
+    with path.open("r+b") as f:  # scribble over the kernels table's root page
+        f.seek((root - 1) * page)
+        f.write(b"\x0d\xff\xff\xff\xff" * 40)
+    before = file_bytes(path)
+    with pytest.raises(HaseError, match=r"is corrupt .*: restore it from a backup"):
+        Store(path, readonly=readonly)
+    assert file_bytes(path) == before
+
+
+def test_newer_or_incomplete_store_is_refused(tmp_path):
+    path = make_store(tmp_path / "s.sqlite")
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    with pytest.raises(HaseError, match=f"schema version 99, newer than this Hase reads \\({SCHEMA_VERSION}\\)"):
+        Store(path)
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    conn.execute("DROP TABLE jobs")
+    conn.close()
+    with pytest.raises(HaseError, match=r"lacks the tables \['jobs'\]"):
+        Store(path)
+
+
+def test_readonly_store_is_not_written(tmp_path):
+    path = make_store(tmp_path / "s.sqlite")
+    before = file_bytes(path)
+    with Store(path, readonly=True) as s:
+        assert s.is_done("kernel:k1", "cpu")
+        with pytest.raises(HaseError, match=r"cannot be written .*readonly"):
+            s.record_skip("kernel:k2", "cpu", "Conv:k2", "kernel", "x")
+    assert file_bytes(path) == before
+
+
+def test_sqlite_errors_are_one_line_hase_errors(tmp_path):
+    path = make_store(tmp_path / "s.sqlite")
+    with Store(path) as s:
+        s.conn.execute("PRAGMA query_only = 1")  # SQLite refuses writes as on a read-only file
+        with pytest.raises(HaseError, match=r"cannot be written \(attempt to write a readonly database\): make"):
+            s.record_skip("kernel:k2", "cpu", "Conv:k2", "kernel", "x")
+        s.conn.execute("PRAGMA query_only = 0")
+        s.conn.execute(f"PRAGMA max_page_count = {s.conn.execute('PRAGMA page_count').fetchone()[0]}")
+        with pytest.raises(HaseError, match=r"the disk is full \(database or disk is full\): free some space"):
+            s.commit_job("kernel:big", "cpu", {"kernels": [{"kernel_id": f"b{i}", "signature_json": "x" * 4000}
+                                                           for i in range(50)]})
+        assert not s.is_done("kernel:big", "cpu")  # the failed job left nothing behind
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with Store(path, busy_timeout_s=0.1) as s, pytest.raises(HaseError, match="is locked by another process"):
+            s.mark_done("kernel:k3", "cpu")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_version_0_store_is_migrated_and_nothing_is_measured_again(tmp_path, conv_model_path):
+    """A store written before versioning (model jobs keyed by file name, skips without a settings hash)."""
+    from collect_cases import FAST
+
+    from hase.measure import collect as coll
+
+    cfg_path = tmp_path / "devices.toml"
+    cfg_path.write_text(FAST)
+    cfg = coll.load_collect_config(cfg_path)
+    src = [coll.ModelSource("conv", "user", conv_model_path)]
+    path = tmp_path / "s.sqlite"
+    with Store(path) as s:
+        coll.collect(src, cfg, s)
+        s.record_skip("kernel:gone", "cpu-test", "Foo:gone", "kernel", "old failure", "0" * 16)
+        digest = s.table("models").sha256[0]
+    conn = sqlite3.connect(path, isolation_level=None)  # back to version 0
+    conn.execute("UPDATE jobs SET job = 'model:conv' WHERE job = ?", (f"model:{digest}",))
+    conn.execute("ALTER TABLE skips DROP COLUMN settings_hash")
+    conn.execute("PRAGMA user_version = 0")
+    conn.close()
+    with Store(path, readonly=True) as s:  # read as it is, not migrated
+        assert "settings_hash" not in s.table("skips") and s.is_done("model:conv", "cpu-test")
+    with Store(path) as s:
+        assert s.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert s.is_done(f"model:{digest}", "cpu-test") and not s.is_done("model:conv", "cpu-test")
+        assert s.table("skips").settings_hash.isna().all()  # an old skip is retried under any settings
+        report = coll.collect(src, cfg, s)
+    assert (report.models_done, report.kernels_measured) == (0, 0)
+
+
+def test_model_ids_are_unique_per_content(tmp_path):
+    row = {"family": "f", "source": "x", "opt_level": "extended"}
+    with Store(tmp_path / "s.sqlite") as s:
+        assert s.register_model("a" * 64, "net", row, [], []) == "net"
+        assert s.register_model("a" * 64, "other", row, [], []) == "net"  # the content keeps its id
+        assert s.register_model("b" * 64, "net", row, [], []) == "net-bbbbbbbb"
+        assert s.register_model("c" * 64, "net-bbbbbbbb", row, [], []) == "net-bbbbbbbb-cccccccc"
+        assert s.register_model("a" * 64, "net", {**row, "opt_level": "all"}, [], []) == "net"
+        models = s.table("models")
+    assert len(models) == 4 and not models.duplicated(["model_id", "opt_level"]).any()
+
+
+def test_train_and_evaluate_on_empty_or_foreign_store(tmp_path, capsys):
+    from conftest import REPO
+
+    from hase.cli import main
+
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")
+    foreign = tmp_path / "foreign.sqlite"
+    conn = sqlite3.connect(foreign)
+    conn.execute("CREATE TABLE t (x)")
+    conn.close()
+    fresh = tmp_path / "fresh.sqlite"
+    Store(fresh).close()
+    config = str(REPO / "configs" / "predictor.toml")
+    for path, says in ((empty, "is an empty file"), (foreign, "is not a Hase store"),
+                       (fresh, "holds no model measurements")):
+        for argv in (["train", "--store", str(path), "--config", config, "--out", str(tmp_path / "p")],
+                     ["evaluate", "--store", str(path), "--out", str(tmp_path / "r")]):
+            assert main(argv) == 2, argv
+            err = capsys.readouterr().err
+            assert says in err and err.count("\n") == 1 and "no such table" not in err, (argv, err)

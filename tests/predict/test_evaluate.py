@@ -128,7 +128,8 @@ def test_store_tables_and_measured_sums(tiny_root):
 def test_train_writes_an_evaluated_predictor(tiny_root):
     d = tiny_root / "predictors" / "cpu-1t"
     manifest = json.loads((d / "manifest.json").read_text())
-    assert {"warm.joblib", "span.joblib", "cv_models.csv", "cv_kernels.csv", "baselines.csv"} <= set(manifest["files"])
+    assert {"warm.npz", "warm.json", "span.npz", "span.json", "cv_models.csv", "cv_kernels.csv",
+            "baselines.csv"} <= set(manifest["files"])
     assert manifest["default_target"] in ("warm", "span") and manifest["training_data"]["n_models"] == 9
     entry = manifest["targets"][manifest["default_target"]]
     assert {"alpha", "beta", "gamma", "fit_data"} <= set(entry["calibration"])

@@ -1,4 +1,5 @@
-"""hase.predict.forest: packed forests predict exactly what scikit-learn predicts; the linear cost base."""
+"""hase.predict.forest: packed forests predict exactly what scikit-learn predicts, survive the trip through
+plain arrays bit for bit (damaged arrays refused); the linear cost base."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +8,7 @@ from sklearn.ensemble import RandomForestRegressor
 
 from hase.kernels.types import KernelSpec, TensorSpec
 from hase.predict import features as F
-from hase.predict.forest import Member, fit_base, linear_base_ms, pack_forest
+from hase.predict.forest import ARRAY_DTYPES, Member, PackedForest, fit_base, linear_base_ms, pack_forest
 
 
 def data(n: int, n_features: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -41,6 +42,46 @@ def test_a_constant_target_packs_into_single_leaf_trees():
     forest = RandomForestRegressor(n_estimators=3, random_state=0).fit(X, np.full(40, 2.5))
     packed = pack_forest(forest)
     assert packed.n_nodes == 3 and np.array_equal(packed.predict_trees(X[:5]), np.full((3, 5), 2.5))
+
+
+def small_forest() -> tuple[PackedForest, np.ndarray]:
+    X, y = data(200, 5, seed=7)
+    return pack_forest(RandomForestRegressor(n_estimators=6, random_state=0).fit(X, y)), X
+
+
+def test_a_packed_forest_round_trips_through_plain_arrays(tmp_path):
+    packed, X = small_forest()
+    arrays = packed.to_arrays()
+    assert list(arrays) == list(ARRAY_DTYPES) and all(a.dtype == ARRAY_DTYPES[k] for k, a in arrays.items())
+    np.savez(tmp_path / "f.npz", **arrays)
+    with np.load(tmp_path / "f.npz", allow_pickle=False) as npz:
+        back = PackedForest.from_arrays({k: npz[k] for k in npz.files}, packed.depth, packed.n_features)
+    assert np.array_equal(back.predict_trees(X), packed.predict_trees(X))  # bit for bit
+
+
+def damaged(name: str, fn) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
+    arrays = dict(small_forest()[0].to_arrays())
+    arrays[name] = fn(arrays[name])
+    return arrays
+
+
+@pytest.mark.parametrize(("arrays", "depth", "n_features", "match"), [
+    (damaged("left", lambda a: a.astype(np.int64)), 30, 5, "'left' is int64"),
+    (damaged("threshold", lambda a: a.astype(np.float32)), 30, 5, "'threshold' is float32"),
+    (damaged("value", lambda a: a.reshape(1, -1)), 30, 5, r"'value' is float64 of shape \(1, "),
+    (damaged("roots", lambda a: a[:0]), 30, 5, "not a non-empty 1-D int32"),
+    (damaged("feature", lambda a: a[:-1]), 30, 5, "differ in length"),
+    (damaged("right", lambda a: a + len(a)), 30, 5, "'right' has indices outside"),
+    (damaged("left", lambda a: np.where(a == a.max(), -1, a).astype(np.int32)), 30, 5, "'left' has indices outside"),
+    (damaged("roots", lambda a: a * 0 - 2), 30, 5, "'roots' has indices outside"),
+    (damaged("feature", lambda a: a + 0), 30, 2, "'feature' has indices outside 0..1"),
+    (damaged("feature", lambda a: a + 0), 0, 5, "depth is 0, not a positive integer"),
+    (damaged("feature", lambda a: a + 0), True, 5, "depth is True"),
+    ({k: v for k, v in small_forest()[0].to_arrays().items() if k != "value"}, 30, 5, r"\['value'\] are missing"),
+])
+def test_damaged_forest_arrays_are_a_value_error(arrays, depth, n_features, match):
+    with pytest.raises(ValueError, match=match):
+        PackedForest.from_arrays(arrays, depth, n_features)
 
 
 def conv_spec(c: int, hw: int) -> KernelSpec:

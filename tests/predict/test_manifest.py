@@ -13,13 +13,16 @@ from hase.errors import HaseError
 from hase.measure.types import DeviceMeta
 from hase.predict.calibration import Calibration
 from hase.predict.manifest import (
+    DIGEST,
     FORMAT,
     MANIFEST,
+    PICKLE_FORMAT,
     CalibrationEntry,
     Manifest,
     PredictorSummary,
     TargetEntry,
     TrainingData,
+    manifest_digest,
 )
 from hase.predict.metrics import score
 
@@ -66,11 +69,12 @@ def test_the_shipped_manifest_parses_and_round_trips_exactly():
     assert entry.held_out.n == raw["targets"][m.default_target]["held_out"]["n"]
     assert entry.calibration.calibration.name == raw["targets"][m.default_target]["calibration"]["name"]
     assert set(entry.predictor.skipped) == set(raw["targets"][m.default_target]["predictor"]["skipped"])
-    assert as_json(m) == raw
+    assert as_json(m) == raw and raw[DIGEST] == manifest_digest(raw)
+    assert set(m.files) == {"span.npz", "span.json", "baselines.csv", "cv_kernels.csv", "cv_models.csv"}
 
 
 def test_a_built_manifest_round_trips():
-    m = sample_manifest(targets=("span", "warm"), files={"span.joblib": "ab" * 32})
+    m = sample_manifest(targets=("span", "warm"), files={"span.npz": "ab" * 32, "span.json": "cd" * 32})
     d = as_json(m)
     assert d["format"] == FORMAT and d["targets"]["span"]["calibration"]["name"] == "scale/ols"
     assert Manifest.from_dict(d) == m
@@ -121,3 +125,48 @@ def test_target_lookup_lists_the_targets():
     assert m.target("warm") is m.targets["warm"]
     with pytest.raises(HaseError, match=r"no target 'cold': it has \['span', 'warm'\]"):
         m.target("cold")
+
+
+def test_the_digest_covers_every_value_and_only_the_values():
+    m = sample_manifest()
+    d = as_json(m)
+    assert d[DIGEST] == manifest_digest(d) == manifest_digest({k: d[k] for k in reversed(list(d))})
+    for edit in (lambda x: x["targets"]["warm"]["calibration"].update(alpha=1.2),
+                 lambda x: x["files"].update({"warm.npz": "0" * 64}), lambda x: x.update(fixed_cost_ms=None),
+                 lambda x: x["training_data"]["families"].append("c")):
+        edited = copy.deepcopy(d)
+        edit(edited)
+        assert manifest_digest(edited) != d[DIGEST]
+    assert as_json(dataclasses.replace(m, fixed_cost_ms=0.05))[DIGEST] != d[DIGEST]  # to_dict signs what it writes
+    assert Manifest.from_dict({k: v for k, v in d.items() if k != DIGEST}) == m  # parsing leaves the check to load
+
+
+@pytest.mark.parametrize("value", [[], "text", 3, None])
+def test_a_manifest_that_is_no_object_is_a_hase_error(value):
+    with pytest.raises(HaseError, match="a predictor manifest is a JSON object"):
+        Manifest.from_dict(value)
+
+
+def test_the_old_pickle_format_is_refused_with_the_fix():
+    d = {**as_json(sample_manifest(files={"warm.joblib": "ab" * 32})), "format": PICKLE_FORMAT}
+    with pytest.raises(HaseError, match=r"old hase-predictor/1 format \(pickle files.*retrain with `make train`"):
+        Manifest.from_dict(d)
+
+
+@pytest.mark.parametrize(("path", "value", "named"), [
+    (("files",), {"warm.npz": 1}, "a dict at 'files', not an object of text"),
+    (("library_versions",), {"numpy": 2.0}, "at 'library_versions', not an object of text"),
+    (("targets", "warm", "predictor", "family_forests"), [1], r"'targets\.warm\.predictor\.family_forests'"),
+    (("targets", "warm", "predictor", "skipped_n"), {"Add": "3"}, r"'targets\.warm\.predictor\.skipped_n'"),
+    (("targets", "warm", "predictor", "bases"), {"Conv": [1, 2, "c"]}, r"'targets\.warm\.predictor\.bases'"),
+    (("targets", "warm", "calibration", "fitter"), "magic", "calibration scale/magic"),
+    (("targets", "warm", "calibration", "fit_data"), [1, 2], "not a list of records"),
+])
+def test_mistyped_values_inside_tables_are_named(path, value, named):
+    d = as_json(sample_manifest())
+    inner = d
+    for key in path[:-1]:
+        inner = inner[key]
+    inner[path[-1]] = value
+    with pytest.raises(HaseError, match=f"{named}.*retrain with `make train`"):
+        Manifest.from_dict(d)

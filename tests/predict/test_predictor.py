@@ -1,5 +1,9 @@
-"""hase.predict.predictor: per-op forests, fallbacks, batched prediction, the summary the manifest keeps."""
+"""hase.predict.predictor: per-op forests, fallbacks, batched prediction, the summary the manifest keeps, and
+the plain data (JSON + arrays) a fitted predictor is saved as."""
 from __future__ import annotations
+
+import copy
+import json
 
 import numpy as np
 import pytest
@@ -107,3 +111,53 @@ def test_summary_lists_forests_fallbacks_and_bases(fitted):
     assert set(summary.skipped) == {"Add", "Mul", "NotARealOp"} and summary.skipped_n["Add"] == 3
     assert summary.family_forests == ("conv", "elementwise") and len(summary.bases["Conv"]) == 3
     assert summary.to_dict()["bases"]["Conv"] == list(model.forests_["Conv"].base)
+
+
+def test_to_arrays_is_plain_data_that_predicts_bit_for_bit(fitted):
+    model, specs = fitted
+    meta, arrays = model.to_arrays()
+    meta = json.loads(json.dumps(meta, allow_nan=False))  # JSON-able as it is, no special values
+    assert all(isinstance(a, np.ndarray) and a.dtype != object for a in arrays.values())
+    back = KernelPredictor.from_arrays(meta, arrays)
+    probe = [*specs, conv_spec(64, 64, 56), add_spec(9999), odd_spec(33)]
+    frame, draws = back.predict_detail(probe)
+    frame0, draws0 = model.predict_detail(probe)
+    assert frame.equals(frame0) and np.array_equal(draws, draws0)
+    assert {k: v for k, v in vars(back).items() if not k.endswith("_")} == \
+        {k: v for k, v in vars(model).items() if not k.endswith("_")}
+    assert back.summary() == model.summary()
+    # the conv family has one key: its family forest is the Conv forest, stored once and shared again on load
+    assert meta["forests"]["Conv"] == meta["family_forests"]["conv"] and len(meta["members"]) == 3
+    assert back.family_forests_["conv"] is back.forests_["Conv"]
+
+
+def broken(edit):  # type: ignore[no-untyped-def]
+    def apply(meta, arrays):  # type: ignore[no-untyped-def]
+        meta, arrays = copy.deepcopy(meta), dict(arrays)
+        edit(meta, arrays)
+        return meta, arrays
+    return apply
+
+
+@pytest.mark.parametrize(("edit", "error", "match"), [
+    (broken(lambda m, a: m.pop("n_kernels")), ValueError, "n_kernels is missing"),
+    (broken(lambda m, a: m["params"].update(log_target="yes")), ValueError, "params.log_target is a str, not bool"),
+    (broken(lambda m, a: m["params"].update(min_samples=True)), ValueError, "params.min_samples is a bool"),
+    (broken(lambda m, a: m.update(members={})), ValueError, "members is a dict, not list"),
+    (broken(lambda m, a: m["members"].__setitem__(0, 7)), ValueError, r"members\[0\] is a int, not an object"),
+    (broken(lambda m, a: m["forests"].update(Conv=5)), ValueError, "forests.Conv refers to member 5"),
+    (broken(lambda m, a: m["family_forests"].update(conv="0")), ValueError, "refers to member '0'"),
+    (broken(lambda m, a: m["members"][0].update(base=[1, 2])), ValueError, r"base is \[1, 2\], not three numbers"),
+    (broken(lambda m, a: m["members"][0].update(n_features=3)), ValueError, "n_features is 3"),
+    (broken(lambda m, a: m["skipped"].update(Add=3)), ValueError, "skipped has values that are not str"),
+    (broken(lambda m, a: m["n_samples"].pop("Conv")), ValueError, r"\['Conv'\] have no training size"),
+    (broken(lambda m, a: a.pop("m1.value")), ValueError, r"\['value'\] are missing"),
+    (broken(lambda m, a: a.update({"m9.left": a["m0.left"]})), ValueError, r"\['m9\.left'\] do not match"),
+    (broken(lambda m, a: m["members"][0].update(family="nope")), HaseError, "unknown feature family 'nope'"),
+    (broken(lambda m, a: m["members"][0]["columns"].reverse()), HaseError, "trained on columns .* retrain"),
+])
+def test_from_arrays_refuses_what_does_not_fit(fitted, edit, error, match):
+    meta, arrays = fitted[0].to_arrays()
+    meta, arrays = edit(json.loads(json.dumps(meta)), arrays)  # as it comes back from the file
+    with pytest.raises(error, match=match):
+        KernelPredictor.from_arrays(meta, arrays)

@@ -344,3 +344,62 @@ def test_cli_builds_and_lists(tmp_path, capsys):
     assert len(list((tmp_path / "zoo" / "tiny").glob("*.onnx"))) == 3
     assert main(["zoo", "--config", str(tmp_path / "nope.toml")]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+# ---- size bounds ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("family, key, value, bound", [
+    ("resnet", "batch", 1_000_000_000, 256),
+    ("alexnet", "resolution", 100_000, 2048),
+    ("mobilenetv2", "width", 1000.0, 4.0),
+    ("bert", "seq", 1_000_000, 8192),
+    ("gpt", "hidden", 65536, 8192),
+    ("gpt", "vocab", 10**9, 262_144),
+    ("vit", "layers", 1000, 128),
+    ("vit", "mlp_ratio", 64, 16),
+    ("densenet", "growth", 4096, 256),
+])
+def test_sizes_are_bounded(family, key, value, bound):
+    with pytest.raises(HaseError, match=rf"^{family}.{key} = {value!r} is over the limit of {bound}: "):
+        zoo.get_family(family).spec({key: value})
+
+
+def test_a_huge_grid_is_refused_before_it_is_expanded(tmp_path, monkeypatch):
+    calls = []
+    real_spec = zoo.Family.spec
+    monkeypatch.setattr(zoo.Family, "spec", lambda self, values: calls.append(values) or real_spec(self, values))
+    widths = ", ".join(str(round(0.05 + i * 0.01, 2)) for i in range(199))
+    path = _write_config(tmp_path / "huge.toml", f"""
+[[families.resnet]]
+depth = 18
+
+[[families.resnet]]
+width = [{widths}]
+resolution = [{", ".join(str(r) for r in range(16, 216))}]
+""")  # 199 x 200 = 39,800 variants
+    with pytest.raises(HaseError, match=r"^families.resnet \(grid 2\) expands to 39800 variants, 39801 in the config "
+                                        r"so far, over the limit of 2000 per zoo config"):
+        zoo.load_zoo_config(path)
+    assert len(calls) == 1  # only the first grid's single variant was ever built as a spec
+
+
+def test_variants_are_bounded_over_the_whole_config(tmp_path):
+    grid = "width = [{}]\nresolution = [{}]".format(", ".join(str(round(0.05 + i * 0.01, 2)) for i in range(40)),
+                                                    ", ".join(str(r) for r in range(16, 46)))  # 1200 each
+    path = _write_config(tmp_path / "two.toml", f"[[families.resnet]]\n{grid}\n[[families.alexnet]]\n{grid}\n")
+    with pytest.raises(HaseError, match=r"^families.alexnet expands to 1200 variants, 2400 in the config so far"):
+        zoo.load_zoo_config(path)
+
+
+def test_a_variant_too_large_to_build_is_refused_before_drawing(monkeypatch):
+    spec = zoo.get_family("alexnet").spec({"width": 0.25, "resolution": 2048, "batch": 256})
+    with pytest.raises(HaseError, match=r"^zoo model alexnet_w0.25_r2048_b256: input 'input' of shape "
+                                        r"\[256, 3, 2048, 2048\] float32 needs 12.9 GB, over the 4.0 GB limit"):
+        zoo.build_model(spec)
+    spec = zoo.get_family("gpt").spec({"layers": 1, "hidden": 8192, "heads": 8, "seq": 8, "vocab": 65536})
+    with pytest.raises(HaseError, match=r"^zoo model gpt_.*weights need over 2.\d GB, more than one ONNX file holds"):
+        zoo.build_model(spec)
+    monkeypatch.setenv("HASE_MAX_TENSOR_GB", "0.005")  # activations are checked too, as the graph grows
+    spec = zoo.get_family("mobilenetv1").spec({"width": 1.0, "resolution": 224, "batch": 4})
+    with pytest.raises(HaseError, match=r"^zoo model mobilenetv1_w1.0_k3_n5_r224_b4: Conv output of shape "
+                                        r"\[4, 32, 112, 112\] float32 needs 0.0064 GB, over the 0.005 GB limit"):
+        zoo.build_model(spec)

@@ -1,0 +1,152 @@
+"""What a Hase store is: its tables, its schema version, and the checks that refuse any other file.
+
+Opening a store (`Store`) goes through `check_file` (an SQLite header, or an empty/new file) and
+`check_schema` (no table Hase does not know, the columns Hase wrote, a version this Hase reads) before
+anything is written, so a foreign or corrupt file is never touched. Versions (`PRAGMA user_version`):
+0 — stores of Hase before versioning: model jobs keyed by file name, skips without a settings hash;
+1 — model jobs keyed by the model file's sha256, `skips.settings_hash` (`migrate` brings 0 to 1).
+"""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from hase.errors import HaseError
+from hase.measure.types import DEVICE_META_COLS
+
+SCHEMA_VERSION = 1
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+TIMING_COLS = ["median_ms", "p10_ms", "p90_ms", "mean_ms", "min_ms", "n_runs"]
+DECOMP_COLS = ["model_run_us", "execute_us", "node_timeline_span_us", "kernel_time_sum_us",
+               "node_non_kernel_us", "node_gap_us", "execute_outside_nodes_us",
+               "model_run_outside_execute_us", "before_execute_us", "after_execute_us", "node_span_sum_us"]
+
+SCHEMA: dict[str, tuple[list[str], list[str]]] = {
+    # table: (columns, primary key)
+    "models": (["model_id", "family", "source", "sha256", "n_onnx_nodes", "n_kernel_nodes", "n_unique_kernels",
+                "inputs_json", "opt_level"], ["model_id", "opt_level"]),
+    "kernels": (["kernel_id", "op_type", "domain", "signature_json"], ["kernel_id"]),
+    "model_nodes": (["model_id", "opt_level", "node_idx", "node_name", "kernel_id", "op_type"],
+                    ["model_id", "opt_level", "node_idx"]),
+    "kernel_measurements": (["kernel_id", "op_type", "variant", "n_sessions", "weight_bytes", *TIMING_COLS,
+                             *DEVICE_META_COLS, "measured_at"], ["kernel_id", "device", "variant"]),
+    "node_spans": (["model_id", "node_name", "kernel_id", "op_type", "provider", "span_ms", "kernel_time_ms",
+                    "span_source", "n_runs", *DEVICE_META_COLS], ["model_id", "device", "node_name"]),
+    "model_measurements": (["model_id", "family", "n_kernel_nodes", "n_memcpy_nodes", "n_cpu_fallback_nodes",
+                            "timing_api", *TIMING_COLS, *DECOMP_COLS, "n_profiled_runs", *DEVICE_META_COLS,
+                            "measured_at"],
+                           ["model_id", "device"]),
+    "fixed_costs": (["kind", *TIMING_COLS, *DEVICE_META_COLS, "measured_at"], ["device", "kind"]),
+    "skips": (["job", "device", "target", "stage", "reason", "at", "settings_hash"], ["job", "device"]),
+    "jobs": (["job", "device", "finished_at"], ["job", "device"]),
+}
+REAL_COLS = {*TIMING_COLS, *DECOMP_COLS, "span_ms", "kernel_time_ms", "measured_at", "at", "finished_at"}
+INT_COLS = {"n_runs", "n_onnx_nodes", "n_kernel_nodes", "n_unique_kernels", "node_idx", "intra_op_threads",
+            "inter_op_threads", "n_sessions", "weight_bytes", "n_memcpy_nodes", "n_cpu_fallback_nodes",
+            "n_profiled_runs"}
+#: columns a version-0 store lacks (added by `migrate`)
+_ADDED_IN_1 = {"skips": {"settings_hash"}}
+_HINT = "point --store at a Hase store or at a new file"
+
+
+def ddl(table: str) -> str:
+    """CREATE TABLE statement of one store table."""
+    cols, pk = SCHEMA[table]
+    defs = [f"{c} {'REAL' if c in REAL_COLS else 'INTEGER' if c in INT_COLS else 'TEXT'}" for c in cols]
+    return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(defs)}, PRIMARY KEY ({', '.join(pk)}))"
+
+
+def check_file(path: Path, readonly: bool) -> None:
+    """Refuse what cannot be a store before SQLite opens it: a directory, a non-SQLite file, an empty file to read."""
+    if path.is_dir():
+        raise HaseError(f"store {path} is a directory: give the path of a .sqlite file")
+    if not path.exists():
+        if readonly:
+            raise HaseError(f"measurement store not found: {path} (run `make collect` first)")
+        return
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise HaseError(f"cannot read store {path} ({exc.strerror or exc}): check its permissions") from None
+    if not head:
+        if readonly:
+            raise HaseError(f"store {path} is an empty file, not a Hase store: run `hase collect --store {path}` "
+                            f"to fill it")
+        return
+    if head != SQLITE_HEADER:
+        raise HaseError(f"{path} is not an SQLite file, so not a Hase store: {_HINT}")
+
+
+def check_integrity(conn: sqlite3.Connection, path: Path) -> None:
+    """`PRAGMA quick_check`: a store SQLite itself finds damaged is refused, never written to."""
+    try:
+        rows = [r[0] for r in conn.execute("PRAGMA quick_check").fetchall()]
+    except sqlite3.DatabaseError as exc:
+        raise HaseError(f"store {path} is corrupt ({exc}): restore it from a backup or {_HINT}") from None
+    if rows != ["ok"]:
+        raise HaseError(f"store {path} is corrupt (quick_check: {rows[0][:120]}): restore it from a backup "
+                        f"or {_HINT}")
+
+
+def check_schema(conn: sqlite3.Connection, path: Path, readonly: bool) -> int:
+    """The store's schema version after checking it holds Hase's tables and nothing else (0 tables: a new store)."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    names = [r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%'")]
+    foreign = sorted(set(names) - set(SCHEMA))
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        raise HaseError(f"{path} is not a Hase store (it holds tables Hase does not know: {shown}): {_HINT}")
+    if version > SCHEMA_VERSION:
+        raise HaseError(f"store {path} has schema version {version}, newer than this Hase reads "
+                        f"({SCHEMA_VERSION}): upgrade Hase")
+    if not names:
+        if version != 0:
+            raise HaseError(f"{path} is not a Hase store (user_version {version}, no tables): {_HINT}")
+        if readonly:
+            raise HaseError(f"store {path} holds no measurements yet: run `hase collect --store {path}` first")
+        return version
+    missing = sorted(set(SCHEMA) - set(names))
+    if missing and (readonly or version == SCHEMA_VERSION):
+        raise HaseError(f"store {path} lacks the tables {missing}: it is incomplete or not a Hase store; {_HINT}")
+    for table in names:
+        cols = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+        want = set(SCHEMA[table][0]) - (_ADDED_IN_1.get(table, set()) if version == 0 else set())
+        lacks, extra = sorted(want - cols), sorted(cols - set(SCHEMA[table][0]))
+        if lacks or extra:
+            what = f"lacks the columns {lacks[:4]}" if lacks else f"has columns Hase does not know {extra[:4]}"
+            raise HaseError(f"{path} is not a Hase store this Hase reads (its table {table} {what}): {_HINT}")
+    return version
+
+
+def create(conn: sqlite3.Connection) -> None:
+    """Every table of the current schema, and its version, in one transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    for table in SCHEMA:
+        conn.execute(ddl(table))
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    conn.execute("COMMIT")
+
+
+def migrate(conn: sqlite3.Connection, version: int) -> None:
+    """Bring a version-0 store to the current schema in one transaction (a crash leaves it at version 0).
+
+    Adds `skips.settings_hash` (NULL: the skip is retried) and re-keys model done-markers from the
+    file name to the model's sha256 (a name with no model row keeps its old marker, which nothing matches).
+    """
+    if version >= SCHEMA_VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    if int(conn.execute("PRAGMA user_version").fetchone()[0]) < SCHEMA_VERSION:  # another process may have won
+        for table in SCHEMA:
+            conn.execute(ddl(table))
+        cols = {r[1] for r in conn.execute("PRAGMA table_info(skips)")}
+        if "settings_hash" not in cols:
+            conn.execute("ALTER TABLE skips ADD COLUMN settings_hash TEXT")
+        conn.execute("UPDATE OR IGNORE jobs SET job = 'model:' || (SELECT m.sha256 FROM models m WHERE "
+                     "m.model_id = substr(jobs.job, 7) ORDER BY m.opt_level LIMIT 1) WHERE job LIKE 'model:%' AND "
+                     "EXISTS (SELECT 1 FROM models m WHERE m.model_id = substr(jobs.job, 7) AND m.sha256 IS NOT NULL)")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    conn.execute("COMMIT")
