@@ -19,6 +19,8 @@ else
   OTHER := onnxruntime-gpu
 endif
 
+# What the demo writes stays out of git (.gitignore): the store, the predictors it trains, its report. The predictor
+# shipped with Hase is package data (hase/predictors/, never written by training); its report is docs/reference-report/.
 PREDICTORS ?= data/predictors
 REPORT ?= reports
 
@@ -38,7 +40,9 @@ $(VENV)/.installed-$(EP): pyproject.toml | $(BIN)/activate
 setup: $(VENV)/.installed-$(EP)
 
 demo: setup collect train report
-	@echo "Done: measurements in $(STORE); try: $(HASE) profile model_zoo/zoo_small/resnet_d18_w0.5_r64_b1.onnx"
+	@echo "Done: measurements in $(STORE), predictors in $(PREDICTORS), report in $(REPORT)/report.html (all git-ignored)."
+	@echo "Try: $(HASE) predict model_zoo/zoo_small/resnet_d18_w0.5_r64_b1.onnx --predictors $(PREDICTORS)"
+	@echo "     (without --predictors, hase predict uses the predictor shipped with Hase; see $(HASE) predictors)"
 
 test: setup
 	$(BIN)/python -m pytest -q

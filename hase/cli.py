@@ -26,7 +26,7 @@ from hase import __version__
 from hase.errors import HaseError, first_line
 from hase.files import os_error_message
 
-COMMANDS = ("zoo", "split", "collect", "profile", "train", "predict", "evaluate", "pipeline")
+COMMANDS = ("zoo", "split", "collect", "profile", "train", "predict", "predictors", "evaluate", "pipeline")
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 

@@ -175,10 +175,13 @@ def load_toml(path: str | os.PathLike[str], what: str = "config", hint: str = ""
     if not p.is_file():
         raise HaseError(f"{what} {str(p)!r} not found" + (f": {hint}" if hint else ""))
     try:
-        return tomllib.loads(p.read_text(encoding="utf-8"))
+        raw = p.read_bytes()
+        return tomllib.loads(raw.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise HaseError(f"{what} {str(p)!r} is not valid TOML ({exc}): fix the syntax") from None
     except UnicodeDecodeError as exc:
-        raise HaseError(f"{what} {str(p)!r} is not UTF-8 text (byte {exc.start}): save it as UTF-8 TOML") from None
+        line = raw[:exc.start].count(b"\n") + 1
+        raise HaseError(f"{what} {str(p)!r} is not UTF-8 text (line {line}, byte {exc.start}): save it as UTF-8 "
+                        f"TOML") from None
     except OSError as exc:
         raise HaseError(f"cannot read {what}: {os_error_message(exc)}") from None

@@ -105,6 +105,13 @@ def embedding_model(vocab: int = 50) -> onnx.ModelProto:
     return _model(nodes, [ids], [y], [table])
 
 
+@pytest.fixture(autouse=True)
+def _no_user_predictors(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every test sees the shipped predictors and those it passes, never a predictor the developer trained
+    into the user directory (`hase.paths.user_predictors_dir`): that directory points at an empty folder."""
+    monkeypatch.setenv("HASE_PREDICTORS_DIR", str(tmp_path_factory.getbasetemp() / "no-user-predictors"))
+
+
 @pytest.fixture
 def conv_model_path(tmp_path: Path) -> Path:
     p = tmp_path / "conv.onnx"

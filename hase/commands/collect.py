@@ -26,7 +26,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("collect", help="measure zoo models and their kernels into the store (resumable)",
                        description="Build the model zoo, split each model into ORT kernels, measure every unique "
                                    "kernel standalone (warm and cold-weights), profile every full model, and store "
-                                   "it all. Interrupt at any time; rerun to resume.")
+                                   "it all. Interrupt at any time; rerun to resume. A model that fails is recorded "
+                                   "as a skip and the run goes on; a second collect on the same store waits for "
+                                   "the first, then reuses what it measured.")
     p.add_argument("--zoo", default=paths.ZOO_CONFIG, help="zoo config (TOML); 'none' to skip the zoo")
     p.add_argument("--zoo-dir", default=paths.ZOO_DIR, help="where generated zoo models are written")
     p.add_argument("--models-dir", action="append", default=[], metavar="DIR",
@@ -60,7 +62,7 @@ def gather_sources(args: argparse.Namespace) -> tuple[Iterator[coll.ModelSource]
     for m in args.model:
         path = Path(m)
         if not path.is_file():
-            raise HaseError(f"--model {escape(str(path))}: no such file")
+            raise HaseError(f"--model {path}: no such file")
         chains.append([coll.ModelSource(path.stem, "user", path)])
         total += 1
     sources: Iterator[coll.ModelSource] = itertools.chain.from_iterable(chains)
@@ -70,16 +72,24 @@ def gather_sources(args: argparse.Namespace) -> tuple[Iterator[coll.ModelSource]
     return sources, total
 
 
-def run(args: argparse.Namespace) -> int:
-    """Measure every source on every device configuration into the store, with progress bars and a summary."""
+def checked_config(args: argparse.Namespace) -> coll.CollectConfig:
+    """The device configs and settings to collect with, every value and option checked before the store is opened."""
     if args.limit is not None and args.limit < 0:
         raise HaseError(f"--limit {args.limit} is out of range: give a number of models, 0 or more")
     cfg = coll.load_collect_config(args.devices, args.device)
     if args.ep:
+        if not 0 <= args.threads <= 1024:
+            raise HaseError(f"--threads {args.threads} is out of range: use 0 (ONNX Runtime chooses) to 1024")
         ep = EPConfig(name=f"{args.ep}-{args.threads}t", ep=args.ep, intra_op_threads=args.threads)
         cfg = coll.CollectConfig((ep,), cfg.settings)
     for ep in cfg.devices:
-        runtime.check_provider(ep)  # before anything is written
+        runtime.check_provider(ep)
+    return cfg
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure every source on every device configuration into the store, with progress bars and a summary."""
+    cfg = checked_config(args)
     sources, total = gather_sources(args)
     console = Console(stderr=True)
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -19,8 +19,9 @@ def add_store_arg(parser: argparse.ArgumentParser) -> None:
 def add_predictors_arg(parser: argparse.ArgumentParser) -> None:
     """`--predictors`: the root of the trained predictors (one folder per device configuration)."""
     parser.add_argument("--predictors", metavar="DIR", default=None,
-                        help=f"predictors root, one folder per device configuration (default: the shipped "
-                             f"{paths.PREDICTORS})")
+                        help=f"predictors root, one folder per device configuration, e.g. {paths.PREDICTORS} of "
+                             f"`make train` (default: the user directory ({paths.USER_PREDICTORS_HELP}), then the "
+                             f"predictors shipped with Hase; see `hase predictors`)")
 
 
 def add_device_arg(parser: argparse.ArgumentParser, help: str, *, repeatable: bool = False) -> None:

@@ -33,7 +33,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "bubbles, concurrency penalty, cycle latency, throughput and the bottleneck.")
     psub = p.add_subparsers(dest="pipeline_command", metavar="SUBCOMMAND", required=True)
     run = psub.add_parser("run", help="run a pipeline defined in a TOML config",
-                          description=f"Run the pipeline of CONFIG (see {paths.PIPELINE_EXAMPLE}).")
+                          description=f"Run the pipeline of CONFIG (see {paths.PIPELINE_EXAMPLE}). A config is "
+                                      "code, like a Python import: a `function` stage imports the module it "
+                                      "names, which runs that module's top-level code, so run only configs you "
+                                      "trust. Only functions marked @hase.pipeline.stage_function in their own "
+                                      "module are called; standard-library modules are never imported.")
     run.add_argument("config", help="pipeline config (TOML)")
     run.add_argument("--batches", type=int, default=None, help="batches to stream (default: the config's `batches`)")
     run.add_argument("--warmup", type=int, default=None, help="warm-up runs per executor before the run")

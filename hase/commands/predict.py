@@ -23,6 +23,7 @@ from hase.errors import HaseError
 
 if TYPE_CHECKING:  # pragma: no cover - the predictor stack loads only when a command runs
     from hase.predict.estimate import ModelEstimate, ModelResult
+    from hase.predict.identity import UsedPredictor
     from hase.predict.metrics import Scores
 
 
@@ -62,30 +63,51 @@ def model_files(items: list[str]) -> list[Path]:
 def run(args: argparse.Namespace) -> int:
     """Predict every model named; in batch mode a model that fails is listed and the exit status is 2."""
     from hase.kernels.graph import parse_input_shapes
-    from hase.predict.bundle import load_bundle, predictor_dir
     from hase.predict.estimate import ModelEstimate, PredictFailure, estimate_models
+    from hase.predict.identity import open_predictor
 
     if args.top < 0:
         raise HaseError(f"--top must be >= 0 (got {args.top})")
     t0 = time.perf_counter()
     files = model_files(args.models)
     shapes = parse_input_shapes(args.input_shape)
-    bundle = load_bundle(predictor_dir(args.device, args.predictors), [args.target or "default"])
+    used = open_predictor(args.device, args.predictors, args.target)
+    bundle = used.bundle
     load_s = time.perf_counter() - t0
     results = estimate_models(files, bundle, args.target, shapes)
     failures = [r for r in results if isinstance(r, PredictFailure)]
-    if len(results) == 1 and failures:  # one model: its error is the command's error
+    if len(results) == 1 and failures:  # one model: its error is the command's error (one line, no warning)
         raise HaseError(failures[0].error)
+    warn_host(used)  # beside predictions, which it is about
     if args.json:
         out = [r.to_dict(args.top) if isinstance(r, ModelEstimate) else r.to_dict() for r in results]
         for o in out:
             o.setdefault("timings_s", {})["load_predictor_s"] = load_s
+            o["predictor"] = used.to_dict()
         print(json.dumps(out[0] if len(out) == 1 else out, indent=1, default=float))
     elif len(results) == 1 and isinstance(results[0], ModelEstimate):
+        print_predictor(used)
         print_one(results[0], args.top, bundle.manifest.target(results[0].target).held_out)
     else:
+        print_predictor(used)
         print_batch(results, time.perf_counter() - t0)
     return 2 if failures else 0
+
+
+def print_predictor(used: UsedPredictor) -> None:
+    """The predictor every figure below comes from: what it is, where it was found, how good it was held out."""
+    from hase.predict.identity import describe
+
+    Console(highlight=False, soft_wrap=True).print(f"predictor {describe(used.identity)}", markup=False)
+
+
+def warn_host(used: UsedPredictor) -> None:
+    """A warning on stderr (also with --json) for each way this host differs from the predictor's machine."""
+    if used.mismatches:
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
+            f"warning: this host differs from the machine predictor {used.identity.device!r} was trained on: "
+            f"{'; '.join(used.mismatches)}. Its predictions describe that machine and may be off here; "
+            f"train a predictor on this host with `make collect train` (see `hase predictors`)", markup=False)
 
 
 def print_one(est: ModelEstimate, top: int, held_out: Scores) -> None:

@@ -26,8 +26,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "evaluate by holding out each model family in turn, fit the calibration "
                                    "latency = a*sum + g*n_kernels + b, and write <out>/<device>/ (arrays + manifest).")
     add_store_arg(p)
-    p.add_argument("--out", default=paths.PREDICTORS,
-                   help="root directory of predictors, one folder per device (default %(default)s)")
+    p.add_argument("--out", default=None,
+                   help=f"root directory of predictors, one folder per device (default: the user directory, "
+                        f"{paths.USER_PREDICTORS_HELP}; never the predictors shipped with Hase)")
     p.add_argument("--config", default=paths.PREDICTOR_CONFIG, help="hyper-parameters (TOML; default %(default)s)")
     add_device_arg(p, "device configuration(s) to train (default: all)", repeatable=True)
     p.add_argument("--targets", help="comma-separated targets to evaluate: warm,cold,span (default: the config's)")
@@ -39,17 +40,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Train every device asked for (all the store has by default), then print or JSON-dump the figures."""
     from hase.predict.dataset import store_devices
+    from hase.predict.locate import check_not_shipped
     from hase.predict.train import load_train_config, train
 
     targets = tuple(t.strip() for t in args.targets.split(",")) if args.targets else None
     cfg = load_train_config(args.config, targets=targets, save_targets=args.save_targets)
-    check_output_dir(args.out, "--out")  # before minutes of training, not after
+    out = args.out or paths.user_predictors_dir()
+    check_not_shipped(out)
+    check_output_dir(out, "--out")  # before minutes of training, not after
     devices = args.device or store_devices(args.store)
     console = Console(stderr=True)
     results = []
     for device in devices:
         with console.status(f"training {escape(device)}") as status:
-            res = train(args.store, args.out, cfg, device, progress=_progress(status, device))
+            res = train(args.store, out, cfg, device, progress=_progress(status, device))
         results.append(res)
     if args.json:
         print(json.dumps([_headline(r) for r in results], indent=1, default=str))

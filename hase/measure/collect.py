@@ -154,7 +154,7 @@ def _collect_fixed_cost(run: DeviceRun) -> None:
 def collect_model(src: ModelSource, run: DeviceRun) -> None:
     """Split one model, measure its not-yet-measured kernels, then the full model; a failure is a skip."""
     try:
-        digest = hashlib.sha256(src.path.read_bytes()).hexdigest()
+        digest = file_sha256(src.path)
     except Exception as exc:
         run.skip(f"file:{src.path}", src.name, "read", exc)
         return
@@ -226,6 +226,15 @@ def _collect_kernel(kg: graph.KernelGraph, kn: KernelNode, run: DeviceRun) -> No
         run.report.kernels_measured += 1
     else:
         run.report.kernels_reused += 1
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file, read in 1 MiB chunks (a model's identity in the store)."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _reason(exc: BaseException) -> str:

@@ -133,8 +133,9 @@ def create(conn: sqlite3.Connection) -> None:
 def migrate(conn: sqlite3.Connection, version: int) -> None:
     """Bring a version-0 store to the current schema in one transaction (a crash leaves it at version 0).
 
-    Adds `skips.settings_hash` (NULL: the skip is retried) and re-keys model done-markers from the
-    file name to the model's sha256 (a name with no model row keeps its old marker, which nothing matches).
+    Adds `skips.settings_hash` (NULL: the skip is retried under any settings), re-keys model done-markers
+    from the file name to the model's sha256, and drops the model skips (keyed by name, so the model is tried
+    again under its content's key).
     """
     if version >= SCHEMA_VERSION:
         return
@@ -148,5 +149,9 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
         conn.execute("UPDATE OR IGNORE jobs SET job = 'model:' || (SELECT m.sha256 FROM models m WHERE "
                      "m.model_id = substr(jobs.job, 7) ORDER BY m.opt_level LIMIT 1) WHERE job LIKE 'model:%' AND "
                      "EXISTS (SELECT 1 FROM models m WHERE m.model_id = substr(jobs.job, 7) AND m.sha256 IS NOT NULL)")
+        # what is left keyed by a name (a skip, a marker of a content already re-keyed) would never match again
+        conn.execute("DELETE FROM skips WHERE job LIKE 'model:%'")
+        conn.execute("DELETE FROM jobs WHERE job LIKE 'model:%' AND substr(job, 7) NOT IN "
+                     "(SELECT sha256 FROM models WHERE sha256 IS NOT NULL)")
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     conn.execute("COMMIT")

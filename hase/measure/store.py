@@ -105,10 +105,10 @@ class Store:
         uri = f"file:{quote(str(self.path.absolute()))}" + ("?mode=rw" if readonly else "")
         with self._errors():
             self.conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, isolation_level=None)
-            if readonly:
-                self.conn.execute("PRAGMA query_only = 1")
         try:
             with self._errors():
+                if readonly:
+                    self.conn.execute("PRAGMA query_only = 1")
                 self._open()
         except BaseException:
             self.conn.close()

@@ -11,7 +11,8 @@ Typical use::
 
 `profile_pipeline(spec, batches, SessionOptions(...))` is what `hase pipeline run|simulate` calls: it also
 predicts the stages first (with a trained predictor), writes trace/CSV files and compares predicted vs measured.
-Backends register themselves by device kind (`hase.pipeline.backends.register_backend`).
+Backends register themselves by device kind (`hase.pipeline.backends.register_backend`). A config's `function`
+stage names a Python function marked with `@stage_function` (`hase.pipeline.functions`: a config is code).
 """
 from hase.pipeline.analysis import (
     cycle_table,
@@ -29,6 +30,7 @@ from hase.pipeline.config import PipelineConfig, load_pipeline_config, pipeline_
 from hase.pipeline.dummy import matmul_chain, write_matmul_chain
 from hase.pipeline.export import read_events_csv, write_events_csv
 from hase.pipeline.forecast import PipelinePrediction, compare, predict_pipeline, stage_predictors
+from hase.pipeline.functions import stage_function
 from hase.pipeline.runner import PipelineFailed, PipelineRun, StageFailure, run_pipeline, stream
 from hase.pipeline.session import PipelineSession, SessionOptions, profile_pipeline
 from hase.pipeline.spec import (
@@ -78,6 +80,7 @@ __all__ = [
     "run_pipeline",
     "simulation_spec",
     "single_stage",
+    "stage_function",
     "stage_predictors",
     "stage_times",
     "stream",

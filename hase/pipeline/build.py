@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 import onnx
 
+from hase import limits
 from hase.errors import HaseError, first_line
+from hase.kernels.inputs import fill_chunked
 from hase.pipeline import devices as D
 from hase.pipeline.backends import open_executor
 from hase.pipeline.dummy import write_matmul_chain
@@ -241,11 +243,12 @@ def _model_path(ex: ExecutorSpec, st: StageSpec, j: int, shape: tuple[int, ...],
 
 def _make_inputs(spec: PipelineSpec, shape: tuple[int, ...], rt: StageRuntime) -> list[np.ndarray]:
     """A small pool of random input batches in the first executor's dtype (cycled by the source)."""
-    dtype = rt.executors[0][0].input_dtype or np.dtype(np.float32)
+    dtype = np.dtype(rt.executors[0][0].input_dtype or np.float32)
+    limits.check_tensor("the pipeline's input batch", shape, dtype)  # in the first model's own dtype
     rng = np.random.default_rng(spec.seed)
     if np.issubdtype(dtype, np.floating):
-        return [rng.standard_normal(shape).astype(dtype) for _ in range(INPUT_POOL)]
-    return [rng.integers(0, 10, size=shape).astype(dtype) for _ in range(INPUT_POOL)]
+        return [fill_chunked(rng.standard_normal, shape, dtype) for _ in range(INPUT_POOL)]
+    return [fill_chunked(lambda n: rng.integers(0, 10, size=n), shape, dtype) for _ in range(INPUT_POOL)]
 
 
 def _warm_up(rt: StageRuntime, x: np.ndarray, runs: int, previous: str | None) -> np.ndarray:

@@ -5,17 +5,15 @@ Unknown keys are errors that list the known ones; model paths are relative to th
 """
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
-
-import numpy as np
+from typing import Any, TypeVar
 
 from hase import paths
 from hase.errors import HaseError
 from hase.files import load_toml
+from hase.pipeline.functions import import_stage_function
 from hase.pipeline.spec import DummyModel, ExecutorSpec, Partition, PipelineSpec, StageSpec
 
 PIPELINE_KEYS = {"name", "batch", "features", "input_shape", "queue_depth", "seed", "hw_profile_events",
@@ -44,25 +42,41 @@ def load_pipeline_config(path: str | Path) -> PipelineConfig:
 def pipeline_from_dict(data: Mapping[str, Any], base_dir: str | Path = ".") -> PipelineConfig:
     """Build a PipelineConfig from parsed TOML (`[pipeline]` table + `[[stages]]` array)."""
     _check_keys(data, {"pipeline", "stages"}, "top level")
+    _check_keys(data.get("pipeline", {}), PIPELINE_KEYS, "[pipeline]")
     top = dict(data.get("pipeline", {}))
-    _check_keys(top, PIPELINE_KEYS, "[pipeline]")
     stages = data.get("stages")
     if not stages:
         raise HaseError("the config has no [[stages]]; add at least one stage")
+    if not isinstance(stages, list):
+        raise HaseError("`stages` must be an array of tables ([[stages]])")
+    for key in PIPELINE_KEYS - {"name", "input_shape"}:
+        if key in top:
+            _typed(top, key, int, 0, "[pipeline]")
     batches, warmup = int(top.pop("batches", 100)), int(top.pop("warmup", 2))
+    if batches < 1 or warmup < 0:
+        raise HaseError(f"[pipeline] needs batches >= 1 and warmup >= 0 (got {batches}, {warmup})")
+    if "name" in top:
+        _typed(top, "name", str, "", "[pipeline]")
     if "input_shape" in top:
-        top["input_shape"] = tuple(top["input_shape"])
+        shape = top["input_shape"]
+        if not isinstance(shape, list) or not shape or not all(type(d) is int and d >= 1 for d in shape):
+            raise HaseError(f"[pipeline] input_shape = {shape!r} must be a list of sizes >= 1, e.g. [16, 3, 224, 224]")
+        top["input_shape"] = tuple(shape)
     spec = PipelineSpec(stages=tuple(_stage(s, Path(base_dir)) for s in stages), **top)
     return PipelineConfig(spec, batches=batches, warmup=warmup)
 
 
 def _stage(d: Mapping[str, Any], base: Path) -> StageSpec:
+    if not isinstance(d, Mapping):
+        raise HaseError(f"every [[stages]] entry must be a table, got {type(d).__name__}")
     _check_keys(d, STAGE_KEYS, f"stage {d.get('name', '?')!r}")
-    name = str(d.get("name", ""))
+    name = _typed(d, "name", str, "", "a stage")
     if "executors" in d:
         inline = sorted(EXECUTOR_KEYS & set(d))
         if inline:
             raise HaseError(f"stage {name!r} has `executors` and also {inline}: put those inside each executor")
+        if not isinstance(d["executors"], list):
+            raise HaseError(f"stage {name!r}: `executors` must be an array of tables")
         executors = tuple(_executor(e, base, name) for e in d["executors"])
     else:
         executors = (_executor({k: d[k] for k in EXECUTOR_KEYS if k in d}, base, name),)
@@ -70,8 +84,11 @@ def _stage(d: Mapping[str, Any], base: Path) -> StageSpec:
     partition = None
     if part is not None:
         _check_keys(part, PARTITION_KEYS, f"stage {name!r} partition")
-        partition = Partition(int(part.get("axis", 0)), tuple(part.get("ratios", ())))
-    return StageSpec(name, executors, streams=int(d.get("streams", 1)), partition=partition)
+        ratios = part.get("ratios", [])
+        if not isinstance(ratios, list) or not all(type(r) in (int, float) for r in ratios):
+            raise HaseError(f"stage {name!r} partition ratios = {ratios!r} must be a list of numbers")
+        partition = Partition(_typed(part, "axis", int, 0, f"stage {name!r} partition"), tuple(ratios))
+    return StageSpec(name, executors, streams=_typed(d, "streams", int, 1, f"stage {name!r}"), partition=partition)
 
 
 def _executor(d: Mapping[str, Any], base: Path, stage: str) -> ExecutorSpec:
@@ -80,30 +97,29 @@ def _executor(d: Mapping[str, Any], base: Path, stage: str) -> ExecutorSpec:
     dummy = None
     if "dummy" in own:
         _check_keys(own["dummy"], DUMMY_KEYS, f"stage {stage!r} dummy")
-        dummy = DummyModel(**own["dummy"])
+        dummy = DummyModel(**{k: _typed(own["dummy"], k, int, 0, f"stage {stage!r} dummy") for k in own["dummy"]})
     model = None
     if "model" in own:
-        model = Path(own["model"]) if Path(own["model"]).is_absolute() else base / own["model"]
-    fn = import_function(own["function"]) if "function" in own else None
-    device = own.get("device", "host" if fn is not None else "cpu")
+        path = Path(_typed(own, "model", str, "", f"stage {stage!r}"))
+        model = path if path.is_absolute() else base / path
     try:
-        return ExecutorSpec(device=device, model=model, dummy=dummy, fn=fn, threads=int(own.get("threads", 1)))
+        fn = import_stage_function(own["function"]) if "function" in own else None
+        device = _typed(own, "device", str, "host" if fn is not None else "cpu", "executor")
+        threads = _typed(own, "threads", int, 1, "executor")
+        return ExecutorSpec(device=device, model=model, dummy=dummy, fn=fn, threads=threads)
     except HaseError as exc:
         raise HaseError(f"stage {stage!r}: {exc}") from exc
 
 
-def import_function(ref: str) -> Callable[[np.ndarray], np.ndarray]:
-    """`package.module:function` -> the callable (a host-side Python stage, e.g. graph preparation)."""
-    module, _, attr = ref.partition(":")
-    if not module or not attr:
-        raise HaseError(f"function {ref!r} must look like 'package.module:function'")
-    try:
-        fn = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise HaseError(f"cannot import function {ref!r}: {exc}; check the module is on PYTHONPATH") from exc
-    if not callable(fn):
-        raise HaseError(f"{ref!r} is not callable")
-    return cast(Callable[[np.ndarray], np.ndarray], fn)
+T = TypeVar("T", int, str)
+
+
+def _typed(d: Mapping[str, Any], key: str, kind: type[T], default: T, where: str) -> T:
+    """`d[key]` (or `default`) checked to be a `kind` (an int is never a bool); a HaseError names the key."""
+    value = d.get(key, default)
+    if type(value) is not kind:
+        raise HaseError(f"{where}: {key} = {value!r} must be {'an integer' if kind is int else 'a string'}")
+    return value
 
 
 def _check_keys(d: Mapping[str, Any], known: set[str], where: str) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hase import limits
 from hase.errors import HaseError
 
 DEFAULT_HW_PROFILE_EVENTS = 20_000
@@ -33,6 +34,9 @@ class DummyModel:
     def __post_init__(self) -> None:
         if self.width < 1 or self.layers < 1:
             raise HaseError(f"dummy model needs width >= 1 and layers >= 1 (got {self.width}, {self.layers})")
+        limits.check_count("dummy model layers", self.layers, limits.PIPELINE_MAX_DUMMY_LAYERS)
+        # each layer after the first holds a [width, width] float32 weight (sized exactly when it is built)
+        limits.check_tensor(f"dummy model (width={self.width}): a weight", (self.width, self.width), "float32")
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class ExecutorSpec:
             raise HaseError("device 'host' runs a Python function: give `function`, or pick a model device")
         if self.threads < 1:
             raise HaseError(f"threads must be >= 1 (got {self.threads})")
+        limits.check_count("threads", self.threads, limits.PIPELINE_MAX_THREADS)
 
     @property
     def label(self) -> str:
@@ -108,6 +113,8 @@ class StageSpec:
         if self.streams < 1:
             raise HaseError(f"stage {self.name!r}: streams must be >= 1 (got {self.streams})")
         k = len(self.executors)
+        limits.check_count(f"stage {self.name!r}: streams", self.streams, limits.PIPELINE_MAX_STREAMS)
+        limits.check_count(f"stage {self.name!r}: executors", k, limits.PIPELINE_MAX_EXECUTORS)
         if k > 1:
             part = self.partition or Partition()
             ratios = part.ratios or tuple([1.0 / k] * k)
@@ -169,6 +176,7 @@ class PipelineSpec:
             raise HaseError(f"stage names must be unique (repeated: {dupes})")
         if self.batch < 1 or self.features < 1 or self.queue_depth < 1:
             raise HaseError("batch, features and queue_depth must be >= 1")
+        limits.check_count("queue_depth", self.queue_depth, limits.PIPELINE_MAX_QUEUE_DEPTH)
         if self.hw_profile_events < 0 or self.max_events < 1:
             raise HaseError("hw_profile_events must be >= 0 and max_events >= 1")
         if self.hw_sample_every < 1 or self.hw_sample_block < 1:
@@ -180,8 +188,12 @@ class PipelineSpec:
                             f"{DEFAULT_HW_SAMPLE_BLOCK} and {DEFAULT_HW_SAMPLE_WARMUP})")
         if self.input_shape is not None:
             object.__setattr__(self, "input_shape", tuple(int(d) for d in self.input_shape))
+            if not self.input_shape or min(self.input_shape) < 1:
+                raise HaseError(f"input_shape {list(self.input_shape)} must be a list of sizes >= 1")
             if self.input_shape[0] != self.batch:
                 raise HaseError(f"input_shape {list(self.input_shape)} must start with batch={self.batch}")
+        shape = self.input_shape or (self.batch, self.features)
+        limits.check_tensor("the pipeline's input batch", shape, "float32")  # float32 or the first model's dtype
 
     def hw_sampled(self, batch_id: int) -> bool:
         """Whether backends profile this batch: block `batch_id // hw_sample_block` is a multiple of

@@ -34,11 +34,11 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from hase import paths
 from hase.errors import HaseError, first_line
 from hase.measure.types import EPConfig
 from hase.predict import features as F
 from hase.predict.calibration import Calibration
+from hase.predict.locate import check_not_shipped, find_predictor
 from hase.predict.manifest import (
     DIGEST,
     FORMAT,
@@ -138,9 +138,11 @@ def save_bundle(out_dir: str | Path, manifest: Manifest, predictors: Mapping[str
 
     Raises:
         ValueError: a target the manifest lacks (or whose name is no plain file name), or an unknown table.
+        HaseError: `out_dir` is inside the predictors shipped with the package (never overwritten).
     """
     _check_save_names(manifest, predictors, extra or {})
     out = Path(out_dir)
+    check_not_shipped(out, "predictor directory")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     os.chmod(tmp, 0o755)  # mkdtemp makes it private; a predictor directory is shared data
@@ -326,12 +328,7 @@ def _warn_versions(trained: Mapping[str, str], d: Path) -> None:
 
 
 def predictor_dir(device: str, predictors_dir: str | Path | None = None) -> Path:
-    """The directory of `device`'s predictor (under the shipped data/predictors by default); a device
-    without one is a HaseError naming those that exist."""
-    root = Path(predictors_dir) if predictors_dir else paths.SHIPPED_PREDICTORS
-    d = root / device
-    if not d.is_dir():
-        have = sorted(p.name for p in root.iterdir() if (p / MANIFEST).is_file()) if root.is_dir() else []
-        raise HaseError(f"no trained predictor for device {device!r} in {root} (have: {have or 'none'}): "
-                        f"pick one with --device or train it with `make collect train`")
-    return d
+    """The directory of `device`'s predictor: under `predictors_dir` when given, else the user directory,
+    else the shipped package data (`hase.predict.locate.find_predictor`, which says where it was found); a
+    device without one is a HaseError naming the devices each searched root has."""
+    return find_predictor(device, predictors_dir).path

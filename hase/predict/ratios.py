@@ -2,7 +2,8 @@
 
 Per model the sources are: sum of ORT kernel_time, of in-model spans, of standalone warm / cold
 kernels (all measured), the predicted sum (held-out), the calibrated held-out prediction and the
-calibrated in-sample one. `ratio_summary` scores each source per scope (all, zoo, exported models).
+calibrated in-sample one. `ratio_summary` scores each source per scope (all models; zoo and exported models
+apart when the store has both).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ CALIBRATED_HELD_OUT_MS, CALIBRATED_TRAIN_MS = "calibrated_held_out_ms", "calibra
 SOURCE_KIND = {SUM_PRED_HELD_OUT_MS: HELD_OUT, CALIBRATED_HELD_OUT_MS: HELD_OUT, CALIBRATED_TRAIN_MS: TRAIN}
 MEASURED = "measured"
 EXPORTED = "exported"  # the family of the real exported models, reported as their own scope
+ALL, ZOO = "all", "zoo"  # the other scopes: every model, the generated zoo families
 SCOPE, SOURCE_COLUMN = "scope", "source"
 
 
@@ -44,15 +46,23 @@ def ratio_table(data: D.DeviceData, cv_models: pd.DataFrame, target: str, calibr
     return t.reset_index().sort_values([D.FAMILY, D.MODEL_ID]).reset_index(drop=True)
 
 
+def scopes(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The model sets the summary scores: all models, and zoo / exported models apart only when the store has
+    both (with one kind only, its scope would repeat the `all` rows)."""
+    is_exported = table[D.FAMILY] == EXPORTED
+    if is_exported.all() or not is_exported.any():
+        return {ALL: table}
+    return {ALL: table, ZOO: table[~is_exported], EXPORTED: table[is_exported]}
+
+
 def ratio_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Per source and scope (all models / zoo families / exported models): mean and median ratio to the
-    measured latency, RMSPE, ±5 % and ±10 % accuracy; `split` says measured, held_out or train."""
+    """Per source and scope (all models; zoo families and exported models when the store has both): mean and
+    median ratio to the measured latency, RMSPE, ±5 % and ±10 % accuracy; `split` says measured, held_out or
+    train."""
     rows = []
-    scopes = {"all": table, "zoo": table[table[D.FAMILY] != EXPORTED], EXPORTED: table[table[D.FAMILY] == EXPORTED]}
     for col in [c for c in table.columns if c.endswith("_ratio")]:
         src = col[: -len("_ratio")] + "_ms"
-        for scope, t in scopes.items():
-            if len(t):
-                rows.append({SOURCE_COLUMN: src, SPLIT: SOURCE_KIND.get(src, MEASURED), SCOPE: scope,
-                             **metrics(t[D.MEASURED_MS], t[src])})
+        for scope, t in scopes(table).items():
+            rows.append({SOURCE_COLUMN: src, SPLIT: SOURCE_KIND.get(src, MEASURED), SCOPE: scope,
+                         **metrics(t[D.MEASURED_MS], t[src])})
     return pd.DataFrame(rows)

@@ -1,38 +1,87 @@
 """Render an `Evaluation` as CSV tables, a Markdown report and a self-contained HTML page with plots.
 
-No computation happens here beyond formatting: the numbers come from `hase.predict.evaluate`.
+No computation happens here beyond formatting: the numbers come from `hase.predict.evaluate`, the plots
+from `hase.predict.plots`. Both pages are rendered from one list of sections, and every column they show
+is explained in the glossary (`COLUMNS`): a column without an entry is an error, not a silent gap.
 """
 from __future__ import annotations
 
 import base64
 import html
-import io
 import json
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from hase.errors import HaseError
 from hase.files import write_atomic
 from hase.predict import dataset as D
-from hase.predict.evaluate import Evaluation, evaluate_predictor
-from hase.predict.ratios import CALIBRATED_HELD_OUT_MS, CALIBRATED_TRAIN_MS
+from hase.predict.baselines import BASELINE
+from hase.predict.crossval import CALIBRATION, SPLIT, TARGET
+from hase.predict.evaluate import TARGET_ACC10, TARGET_RMSPE, Evaluation, evaluate_predictor
+from hase.predict.metrics import SCORE_COLUMNS, Scores
+from hase.predict.plots import SOURCES, Plot, render_plots
+from hase.predict.predictor import KEY
+from hase.predict.ratios import CALIBRATED_HELD_OUT_MS, SCOPE, SOURCE_COLUMN, ratio_column
 
-if TYPE_CHECKING:  # pragma: no cover
-    from matplotlib.axes import Axes
-
-SOURCES = {  # ratio column -> label, in the order of seed 001's closing table
-    "sum_kernel_time_ratio": "Σ kernel_time (profiler)",
-    "sum_span_ratio": "Σ in-model span",
-    "sum_warm_ratio": "Σ standalone warm",
-    "sum_cold_ratio": "Σ standalone cold",
-    "sum_pred_held_out_ratio": "Σ predicted (held-out)",
-    "calibrated_held_out_ratio": "α·Σ+β (held-out)",
-    "calibrated_train_ratio": "α·Σ+β (train)",
+CHOSEN = "chosen"
+SHARE_COLUMNS, PERCENT_COLUMNS = ("acc5", "acc10"), ("rmspe",)
+SOURCE_DOCS = {  # summary `source` value (a latency column) -> what it is
+    "sum_kernel_time_ms": "sum of the `kernel_time` events ORT's profiler records in a profiled run of the "
+                          "whole model (measured)",
+    "sum_span_ms": "sum of each node's span in the profiled whole-model run (measured)",
+    "sum_warm_ms": "sum of each kernel timed alone as a one-kernel model, warm cache (measured)",
+    "sum_cold_ms": "sum of each kernel timed alone, weights cold (measured)",
+    "sum_pred_held_out_ms": "sum of the per-op forests' kernel predictions, the model's family left out of "
+                            "training, before calibration",
+    "calibrated_held_out_ms": "the calibrated prediction α·Σ+β (+γ per kernel), the model's family left out of "
+                              "training: what `hase predict` gives for a model unlike its training set",
+    "calibrated_train_ms": "the same calibrated prediction from the predictor trained on every model (in-sample)",
 }
-PLOTS = ("pred_vs_measured", "ratios", "family_error", "op_error")
+COLUMNS: dict[str, str] = {
+    D.MODEL_ID: "the model's name in the store",
+    D.FAMILY: "the model family (one architecture swept over sizes); `exported` are real models exported with "
+              "torch.onnx. Held-out figures leave a whole family out of training",
+    D.MEASURED_MS: "measured latency of the whole model: median `session.run` wall time (ms)",
+    CALIBRATED_HELD_OUT_MS: "predicted latency (ms) with the model's family left out of training",
+    SOURCE_COLUMN: "which sum of kernel times, or which prediction, the row compares with the measured latency "
+                   "(see Sources below)",
+    SPLIT: "`measured`: a sum of measured kernel times, no predictor involved; `held_out`: predicted with the "
+           "model's family left out of training; `train`: predicted in-sample",
+    SCOPE: "which models the row scores: `all`, the generated `zoo` families, or the real `exported` models",
+    "n": "how many models the row scores (kernels, in the kernel table)",
+    "rmse_ms": "root mean squared error of the prediction (ms)",
+    "rmspe": f"root mean squared percentage error (%), lower is better; the target is ≤ {TARGET_RMSPE:g} %",
+    "acc5": "share of models predicted within ±5 % of the measured latency",
+    "acc10": f"share of models predicted within ±10 % of the measured latency; the target is ≥ {TARGET_ACC10:.0%}",
+    "mean_ratio": "mean of prediction / measured: 1 is exact, below 1 under-estimates",
+    "median_ratio": "median of prediction / measured",
+    TARGET: "which kernel time the per-op forests learnt: " + "; ".join(f"`{k}`, {v}" for k, v in D.TARGET_DOC.items()),
+    CALIBRATION: "how the sum Σ of kernel predictions becomes a model latency: `raw` is Σ itself, `scale` α·Σ+β, "
+                 "`per_kernel` α·Σ+γ·kernels+β; fitted by least squares (`ols`), least relative squares "
+                 "(`relative`) or the robust Huber loss (`huber`)",
+    CHOSEN: "`yes` for the target and calibration this predictor uses",
+    BASELINE: "a straight-line fit of latency on model FLOPs (`flops`) or on FLOPs and bytes moved "
+              "(`flops+bytes`), held out by family like the predictor",
+    KEY: "the forest that predicted the kernels: an op type's own (`Conv`), else a `family:NAME` or the "
+         "`generic` fallback",
+    **{col: f"{label} / measured latency" for col, label in SOURCES.items()},
+}
+
+
+@dataclass(frozen=True)
+class Section:
+    """One table of the report: heading, a sentence on what to look for, the rows to show."""
+
+    anchor: str
+    title: str
+    intro: str
+    table: pd.DataFrame
 
 
 def report_predictor(store_path: str | Path, predictor_path: str | Path, out_dir: str | Path,
@@ -53,13 +102,13 @@ def write_report(ev: Evaluation, out_dir: str | Path) -> dict[str, Path]:
               "baseline_scores": ev.baseline_scores, "kernels_by_key": ev.kernels, "families": ev.families}
     for name, frame in tables.items():
         paths[f"{name}.csv"] = write_atomic(out / f"{name}.csv", frame.to_csv(index=False))
-    pngs = render_plots(ev)
-    for name, png in pngs.items():
-        paths[f"{name}.png"] = write_atomic(out / "plots" / f"{name}.png", png)
+    plots = render_plots(ev)
+    for name, plot in plots.items():
+        paths[f"{name}.png"] = write_atomic(out / "plots" / f"{name}.png", plot.png)
     paths["headline.json"] = write_atomic(out / "headline.json",
                                           json.dumps(ev.headline.to_dict(), indent=1, default=_num) + "\n")
-    paths["report.md"] = write_atomic(out / "report.md", markdown(ev, {n: f"plots/{n}.png" for n in pngs}))
-    paths["report.html"] = write_atomic(out / "report.html", html_page(ev, pngs))
+    paths["report.md"] = write_atomic(out / "report.md", markdown(ev, plots))
+    paths["report.html"] = write_atomic(out / "report.html", html_page(ev, plots))
     return paths
 
 
@@ -67,11 +116,13 @@ def _num(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else str(v)
 
 
-# ---------------------------------------------------------------------- text
+# ---------------------------------------------------------------------- cells and lines
 
 
 def fmt(v: Any) -> str:
-    """A table cell: numbers to 3 significant decimals, shares as given, NaN as an em dash."""
+    """A table cell: numbers to 3 significant decimals, shares as given, NaN and None as an em dash."""
+    if v is None or v is pd.NA:
+        return "—"
     if isinstance(v, (bool, np.bool_)):
         return "yes" if v else "no"
     if isinstance(v, (int, np.integer)):
@@ -84,143 +135,202 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
+def cell(column: str, v: Any) -> str:
+    """A cell of `column`: accuracies as percentages (71%), RMSPE to one decimal, everything else by `fmt`."""
+    if isinstance(v, (float, np.floating)) and np.isfinite(v):
+        if column in SHARE_COLUMNS:
+            return f"{v:.0%}"
+        if column in PERCENT_COLUMNS:
+            return f"{v:.1f}"
+    return fmt(v)
+
+
 def md_table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> str:
     """A GitHub Markdown table of the given columns."""
     cols = list(columns or frame.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in frame[cols].itertuples(index=False)]
+    lines += ["| " + " | ".join(cell(c, v) for c, v in zip(cols, row, strict=True)) + " |"
+              for row in frame[cols].itertuples(index=False)]
     return "\n".join(lines)
 
 
+def _pct(x: float) -> str:
+    return f"{x:.0%}" if np.isfinite(x) else "—"
+
+
+def _fit(s: Scores) -> str:
+    return f"±10 % {_pct(s.acc10)}, RMSPE {s.rmspe:.1f} % over {s.n} models" if s.n else "no models to score"
+
+
 def headline_lines(ev: Evaluation) -> list[str]:
-    """The figures the README quotes, as Markdown bullet points."""
+    """The figures the README quotes, as Markdown bullet points (no NaN: a missing figure says why)."""
     h = ev.headline
-    ho, ex, tr, cal = h.held_out, h.held_out_exported, h.train, h.calibration
+    ho, ex, cal = h.held_out, h.held_out_exported, h.calibration
+    exported = (f"- exported models (torch.onnx, held out): {_fit(ex)}" if ex.n else
+                "- exported models (torch.onnx): no exported models in this store, so no figure for real "
+                "exports (`hase collect --models-dir DIR` measures them)")
     lines = [
         f"- device `{ev.device}`, target `{ev.target}`, calibration `{ev.calibration}` "
         f"(α={cal.alpha:.4f}, β={cal.beta:.4f} ms, γ={cal.gamma * 1e3:.2f} µs/kernel); "
         f"{h.n_models} models, {h.n_families} families",
-        f"- held-out families (leave-family-out): ±10 % accuracy **{ho.acc10:.0%}**, ±5 % {ho.acc5:.0%}, "
-        f"RMSPE **{ho.rmspe:.1f} %** over {ho.n} models (targets: ≥ 90 %, ≤ 8 %)",
-        f"- exported models (torch.onnx, held out): ±10 % {ex.acc10:.0%}, RMSPE {ex.rmspe:.1f} % over {ex.n} models",
-        f"- in-sample (train): ±10 % {tr.acc10:.0%}, RMSPE {tr.rmspe:.1f} %",
+        f"- held-out families (leave-family-out): ±10 % accuracy **{_pct(ho.acc10)}**, ±5 % {_pct(ho.acc5)}, "
+        f"RMSPE **{ho.rmspe:.1f} %** over {ho.n} models (targets: ≥ {TARGET_ACC10:.0%}, ≤ {TARGET_RMSPE:g} %)",
+        exported,
+        f"- in-sample (train): {_fit(h.train)}",
     ]
-    for name, b in h.baselines.items():
-        lines.append(f"- baseline, linear in {name} (held-out): ±10 % {b.acc10:.0%}, RMSPE {b.rmspe:.1f} %")
+    lines += [f"- baseline, linear in {name} (held-out): {_fit(b)}" for name, b in h.baselines.items()]
     return lines
 
 
-def markdown(ev: Evaluation, plot_files: dict[str, str]) -> str:
-    """The Markdown report: headline, summary per source, candidates, baselines, families, kernels, models."""
-    m = ev.models
-    ratio_cols = [c for c in SOURCES if c in m.columns]
-    parts = [f"# Hase evaluation: {ev.device}", "", *headline_lines(ev), "",
-             "Measured = median `session.run` wall time. Ratios are source / measured. Held-out = the model's "
-             "family was left out of training (kernels and calibration).", "",
-             "## Each way of summing kernels vs the measured latency", "",
-             md_table(ev.summary[ev.summary["scope"] == "all"],
-                      ["source", "split", "n", "mean_ratio", "median_ratio", "rmspe", "acc5", "acc10"]), "",
-             "## Calibration and target candidates (held-out)", "",
-             md_table(ev.candidates, ["target", "calibration", "n", "rmspe", "acc5", "acc10", "median_ratio"]), "",
-             "## Baselines (held-out)", "", md_table(ev.baseline_scores), "",
-             "## Held-out error by family", "", md_table(ev.families), "",
-             "## Held-out kernel error by predictor key (kernels never seen in training)", "",
-             md_table(ev.kernels.head(40)), ""]
-    for name, path in plot_files.items():
-        parts += [f"![{name}]({path})", ""]
-    parts += ["## Every model", "",
-              md_table(m, [D.MODEL_ID, D.FAMILY, D.MEASURED_MS, CALIBRATED_HELD_OUT_MS, *ratio_cols]), ""]
+READING = ("Measured = median `session.run` wall time of the whole model. A ratio is a sum or prediction divided "
+           "by the measured latency (1 = exact). Held-out = the model's family was left out of training (the "
+           "kernel forests and the calibration), as it would be for a model the predictor never saw. Every "
+           "column is explained in the [glossary](#glossary); in the HTML page, hover a column heading.")
+
+
+# ---------------------------------------------------------------------- sections
+
+
+def sections(ev: Evaluation) -> list[Section]:
+    """The report's tables in reading order, each with the columns it shows."""
+    summary = ev.summary.assign(**{SOURCE_COLUMN: [_source_label(s) for s in ev.summary[SOURCE_COLUMN]]})
+    scope = [SCOPE] if summary[SCOPE].nunique() > 1 else []
+    chosen = (ev.candidates[TARGET] == ev.target) & (ev.candidates[CALIBRATION] == ev.calibration)
+    candidates = ev.candidates.assign(**{CHOSEN: chosen})
+    ratio_cols = [c for c in SOURCES if c in ev.models.columns]
+    one_scope = "" if scope else " All models are of one kind (zoo or exported), so there is one row per source."
+    return [
+        Section("sources", "Each way of summing kernels vs the measured latency",
+                "How close each sum of kernel times, and each prediction, comes to the measured latency of the "
+                "same models. The measured sums show how much of a model's latency its kernels explain when "
+                "timed that way; the α·Σ+β rows are what `hase predict` reports." + one_scope,
+                summary[[SOURCE_COLUMN, SPLIT, *scope, *SCORE_COLUMNS]]),
+        Section("candidates", "Calibration and target candidates (held-out)",
+                "Every training target and calibration `hase train` tried, scored on held-out families, best "
+                "RMSPE first; `chosen` marks the one this predictor uses.",
+                candidates[[TARGET, CALIBRATION, CHOSEN, *SCORE_COLUMNS]]),
+        Section("baselines", "Baselines (held-out)",
+                "What a straight line in model FLOPs (and bytes) achieves on the same held-out families: the "
+                "per-op predictor should do clearly better.", ev.baseline_scores[[BASELINE, *SCORE_COLUMNS]]),
+        Section("families", "Held-out error by family",
+                "Each family predicted by a predictor trained on the other families only. A high RMSPE means "
+                "the family has kernels or shapes unlike the rest of the training set.",
+                ev.families[[D.FAMILY, *SCORE_COLUMNS]]),
+        Section("kernels", "Held-out kernel error by predictor key (kernels never seen in training)",
+                "Single-kernel predictions for kernels only the held-out family has, grouped by the forest that "
+                "predicted them, largest RMSE (ms) first: where a better feature or more training shapes would "
+                "help model latency most.", ev.kernels[[KEY, *SCORE_COLUMNS]]),
+        Section("models", "Every model",
+                "One row per measured model: its measured latency, the held-out prediction, and each source as a "
+                "ratio to the measured latency (1.000 = exact).",
+                ev.models[[D.MODEL_ID, D.FAMILY, D.MEASURED_MS, CALIBRATED_HELD_OUT_MS, *ratio_cols]]),
+    ]
+
+
+def _source_label(source: str) -> str:
+    return SOURCES.get(ratio_column(source), source)
+
+
+def glossary(shown: Sequence[pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(column, meaning) for every column the tables show, in order of first appearance, and
+    (source, columns, meaning) for every source; a column without an entry in `COLUMNS` raises HaseError."""
+    cols = list(dict.fromkeys(c for frame in shown for c in frame.columns))
+    missing = [c for c in cols if c not in COLUMNS]
+    if missing:
+        raise HaseError(f"report columns without a glossary entry: {missing}; add them to report.COLUMNS")
+    columns = pd.DataFrame({"column": cols, "meaning": [COLUMNS[c] for c in cols]})
+    sources = pd.DataFrame([{"source": SOURCES[ratio_column(ms)], "columns": f"`{ms}`, `{ratio_column(ms)}`",
+                             "meaning": doc} for ms, doc in SOURCE_DOCS.items()])
+    return columns, sources
+
+
+# ---------------------------------------------------------------------- Markdown
+
+
+def markdown(ev: Evaluation, plots: dict[str, Plot], plot_dir: str = "plots") -> str:
+    """The Markdown report: headline, plots with captions, the tables, the glossary."""
+    parts = [f"# Hase evaluation: {ev.device}", "", *headline_lines(ev), "", READING, ""]
+    for name, p in plots.items():
+        parts += [f"### {p.title}", "", f"![{p.title}]({plot_dir}/{name}.png)", "", p.caption, ""]
+    secs = sections(ev)
+    for s in secs:
+        parts += [f"## {s.title}", "", s.intro, "", md_table(s.table), ""]
+    columns, sources = glossary([s.table for s in secs])
+    parts += ["## Glossary", "", md_table(columns), "", "### Sources", "", md_table(sources), ""]
     return "\n".join(parts)
 
 
-def html_page(ev: Evaluation, pngs: dict[str, bytes]) -> str:
-    """A self-contained HTML page (plots inlined as base64 PNG)."""
-    md_heads = "".join(f"<li>{html.escape(line[2:]).replace('**', '')}</li>" for line in headline_lines(ev))
+# ---------------------------------------------------------------------- HTML
 
-    def table(frame: pd.DataFrame) -> str:
-        """A DataFrame as an HTML table, numbers formatted like the Markdown report."""
-        return frame.to_html(index=False, float_format=fmt, na_rep="—", border=0, classes="t")
-
-    imgs = "".join(f'<figure><img alt="{n}" src="data:image/png;base64,{base64.b64encode(b).decode()}"/>'
-                   f"<figcaption>{n}</figcaption></figure>" for n, b in pngs.items())
-    cols = [D.MODEL_ID, D.FAMILY, D.MEASURED_MS, CALIBRATED_HELD_OUT_MS, *[c for c in SOURCES if c in ev.models]]
-    style = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto}table.t{border-collapse:collapse;"
-             "font-size:12px}table.t td,table.t th{padding:2px 6px;border-bottom:1px solid #ddd;text-align:right}"
-             "figure{display:inline-block;margin:0 1em 1em 0}img{max-width:560px}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Hase evaluation {html.escape(ev.device)}</title>"
-            f"<style>{style}</style></head><body><h1>Hase evaluation: {html.escape(ev.device)}</h1><ul>{md_heads}</ul>"
-            f"{imgs}<h2>Each way of summing kernels vs measured</h2>{table(ev.summary)}"
-            f"<h2>Candidates (held-out)</h2>{table(ev.candidates)}<h2>Baselines</h2>{table(ev.baseline_scores)}"
-            f"<h2>By family (held-out)</h2>{table(ev.families)}<h2>Kernels by key (held-out)</h2>{table(ev.kernels)}"
-            f"<h2>Every model</h2>{table(ev.models[cols])}</body></html>\n")
+_INLINE = re.compile(r"`([^`]+)`|\*\*([^*]+)\*\*|\[([^\]]+)\]\(([^)\s]+)\)")
+STYLE = """
+body{font-family:system-ui,sans-serif;line-height:1.45;color:#222;max-width:1200px;margin:0 auto;padding:1em 1.5em}
+h2{margin-top:2em;border-bottom:1px solid #ddd}p,li,figcaption{overflow-wrap:anywhere}p.intro{max-width:90ch}
+code{background:#f2f2f2;padding:0 .25em;border-radius:3px;font-size:90%}
+.scroll{overflow-x:auto;max-width:100%;margin:.5em 0 1em}
+table{border-collapse:collapse;font-size:13px}th,td{padding:3px 8px;border-bottom:1px solid #e3e3e3;text-align:left}
+th{background:#f6f6f6;vertical-align:bottom}th[title]{cursor:help;text-decoration:underline dotted}
+td.n{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
+table.glossary td{vertical-align:top}table.glossary td:first-child{white-space:nowrap}
+.plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,520px),1fr));gap:1.5em}
+figure{margin:0}img{width:100%;height:auto;border:1px solid #eee}figcaption{font-size:13px;color:#444}
+""".strip()
 
 
-# ---------------------------------------------------------------------- plots
+def inline_html(text: str) -> str:
+    """Escape text and render its inline Markdown: `code`, **bold** and [links](#anchor)."""
+    out, pos = [], 0
+    for m in _INLINE.finditer(text):
+        out.append(html.escape(text[pos:m.start()]))
+        code, bold, label, href = m.groups()
+        out.append(f"<code>{html.escape(code)}</code>" if code is not None else
+                   f"<strong>{html.escape(bold)}</strong>" if bold is not None else
+                   f'<a href="{html.escape(href)}">{html.escape(label)}</a>')
+        pos = m.end()
+    return "".join(out) + html.escape(text[pos:])
 
 
-def render_plots(ev: Evaluation) -> dict[str, bytes]:
-    """The report's four plots as PNG bytes."""
-    import matplotlib
+def html_table(frame: pd.DataFrame, css: str = "", markup: bool = False) -> str:
+    """A DataFrame as an HTML table in its own scrolling box; headings wrap at `_` and explain their column.
 
-    matplotlib.use("Agg")
-    return {"pred_vs_measured": _png(_pred_vs_measured, ev), "ratios": _png(_ratios, ev),
-            "family_error": _png(_family_error, ev), "op_error": _png(_op_error, ev)}
+    Numbers are formatted like the Markdown report and right-aligned; `markup` (the glossary's own tables)
+    renders cells' inline Markdown instead.
+    """
+    def th(c: str) -> str:
+        tip = f' title="{html.escape(COLUMNS[c].replace("`", ""))}"' if c in COLUMNS and not markup else ""
+        return f"<th{tip}>{html.escape(c).replace('_', '_<wbr>')}</th>"
 
+    def td(c: str, v: Any) -> str:
+        if markup and isinstance(v, str):
+            return f"<td>{inline_html(v)}</td>"
+        number = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+        return f'<td class="n">{cell(c, v)}</td>' if number else f"<td>{html.escape(cell(c, v))}</td>"
 
-def _png(draw: Callable[[Axes, Evaluation], None], ev: Evaluation) -> bytes:
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 5), dpi=90)
-    draw(ax, ev)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
-
-
-def _pred_vs_measured(ax: Axes, ev: Evaluation) -> None:
-    m = ev.models
-    lo, hi = m[D.MEASURED_MS].min() * 0.7, m[D.MEASURED_MS].max() * 1.4
-    x = np.geomspace(lo, hi, 50)
-    ax.fill_between(x, x * 0.9, x * 1.1, color="0.85", label="±10 %")
-    ax.plot(x, x, color="0.4", lw=1)
-    ax.scatter(m[D.MEASURED_MS], m[CALIBRATED_TRAIN_MS], s=14, facecolors="none", edgecolors="0.5",
-               label="train (in-sample)")
-    for fam, g in m.groupby(D.FAMILY):
-        ax.scatter(g[D.MEASURED_MS], g[CALIBRATED_HELD_OUT_MS], s=18, label=str(fam))
-    ax.set(xscale="log", yscale="log", xlabel="measured latency (ms)", ylabel="predicted α·Σ+β (ms)",
-           title=f"held-out prediction vs measured ({ev.target}, {ev.calibration})")
-    ax.legend(fontsize=6, ncol=2)
+    cols = list(frame.columns)
+    rows = "".join("<tr>" + "".join(td(c, v) for c, v in zip(cols, row, strict=True)) + "</tr>\n"
+                   for row in frame.itertuples(index=False))
+    cls = f' class="{css}"' if css else ""
+    return (f'<div class="scroll"><table{cls}><thead><tr>{"".join(th(c) for c in cols)}</tr></thead>'
+            f"<tbody>\n{rows}</tbody></table></div>")
 
 
-def _ratios(ax: Axes, ev: Evaluation) -> None:
-    m = ev.models.reset_index(drop=True)
-    for col, label in SOURCES.items():
-        if col in m and col != "calibrated_train_ratio":
-            ax.plot(m.index, m[col], marker="o", ms=3, lw=0, label=label)
-    ax.axhline(1.0, color="0.3", lw=1)
-    ax.set(yscale="log", xlabel="model (grouped by family)", ylabel="ratio to measured latency",
-           title="each source / measured, per model")
-    ticks = pd.Series(m.index, index=m.index).groupby(m[D.FAMILY]).min()  # first row of each family
-    ax.set_xticks(list(ticks.to_numpy()), list(ticks.index), rotation=60, fontsize=7)
-    ax.legend(fontsize=7)
-
-
-def _family_error(ax: Axes, ev: Evaluation) -> None:
-    f = ev.families.sort_values("rmspe")
-    ax.barh(f[D.FAMILY], f["rmspe"], color="tab:blue")
-    for y, (r, a) in enumerate(zip(f["rmspe"], f["acc10"], strict=True)):
-        ax.text(r, y, f" ±10%: {a:.0%}", va="center", fontsize=7)
-    ax.axvline(8.0, color="tab:red", lw=1, ls="--", label="target RMSPE 8 %")
-    ax.set(xlabel="held-out RMSPE of α·Σ+β (%)", title="error by family (held out)")
-    ax.legend(fontsize=7)
-
-
-def _op_error(ax: Axes, ev: Evaluation) -> None:
-    k = ev.kernels.sort_values("rmse_ms", ascending=False).head(20).iloc[::-1]
-    ax.barh(k["key"], k["rmspe"], color="tab:orange")
-    for y, (r, n) in enumerate(zip(k["rmspe"], k["n"], strict=True)):
-        ax.text(r, y, f" n={n}", va="center", fontsize=7)
-    ax.set(xlabel="held-out kernel RMSPE (%)", title="per-op error of unseen kernels (top 20 by RMSE)")
-    ax.tick_params(axis="y", labelsize=7)
+def html_page(ev: Evaluation, plots: dict[str, Plot]) -> str:
+    """A self-contained HTML page: the Markdown report's content, plots inlined as base64 PNG."""
+    secs = sections(ev)
+    columns, sources = glossary([s.table for s in secs])
+    heads = "".join(f"<li>{inline_html(line[2:])}</li>" for line in headline_lines(ev))
+    toc = " · ".join(f'<a href="#{a}">{html.escape(t)}</a>' for a, t in
+                     [("plots", "Plots"), *((s.anchor, s.title) for s in secs), ("glossary", "Glossary")])
+    figs = "".join(
+        f'<figure><img alt="{html.escape(p.title)}" src="data:image/png;base64,{base64.b64encode(p.png).decode()}"/>'
+        f"<figcaption>{inline_html(p.caption)}</figcaption></figure>" for p in plots.values())
+    body = "".join(f'<h2 id="{s.anchor}">{html.escape(s.title)}</h2><p class="intro">{inline_html(s.intro)}</p>'
+                   f"{html_table(s.table)}" for s in secs)
+    title = f"Hase evaluation: {html.escape(ev.device)}"
+    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+            f"<meta name='viewport' content='width=device-width,initial-scale=1'><title>{title}</title>"
+            f"<style>{STYLE}</style></head><body><h1>{title}</h1><ul>{heads}</ul>"
+            f'<p class="intro">{inline_html(READING)}</p><p>{toc}</p>'
+            f'<h2 id="plots">Plots</h2><div class="plots">{figs}</div>{body}'
+            f'<h2 id="glossary">Glossary</h2>{html_table(columns, "glossary", markup=True)}'
+            f'<h3>Sources</h3>{html_table(sources, "glossary", markup=True)}</body></html>\n')

@@ -79,7 +79,50 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
         raise HaseError(f"{path}: save_targets must be 'default' or 'all', not {cfg.save_targets!r}")
     if cfg.calibrate_on not in ("measured", "predicted"):
         raise HaseError(f"{path}: calibrate_on must be 'measured' or 'predicted', not {cfg.calibrate_on!r}")
+    _check_values(cfg, path)
     return cfg
+
+
+# value checks of the config, before any training: name -> (accepted types, lowest, highest)
+_TRAINING_VALUES: dict[str, tuple[tuple[type, ...], float, float]] = {
+    "log_target": ((bool,), 0, 1), "base": ((bool,), 0, 1), "min_samples": ((int,), 1, 1e9),
+    "random_state": ((int,), 0, 2**32 - 1), "n_jobs": ((int,), -1, 4096), "cv_tree_scale": ((int, float), 1e-3, 100),
+    "tree_scale": ((int, float), 1e-3, 100), "weight_power": ((int, float), 0, 10)}
+_FOREST_VALUES: dict[str, tuple[tuple[type, ...], float, float]] = {
+    "n_estimators": ((int,), 1, 100_000), "max_depth": ((int,), 1, 10_000), "max_features": ((int, float), 1e-9, 1e6),
+    "min_samples_leaf": ((int,), 1, 1e9)}
+
+
+def _check_values(cfg: TrainConfig, path: str | Path) -> None:
+    """Types and ranges of every [training] and [forest.*] value: a HaseError naming the key, not a TypeError later."""
+    for key, (types, lo, hi) in _TRAINING_VALUES.items():
+        _check_value(getattr(cfg, key), f"[training] {key}", types, lo, hi, path)
+    if cfg.n_jobs == 0:
+        raise HaseError(f"{path}: [training] n_jobs = 0 is not a number of jobs: use 1 or more, or -1 for all cores")
+    if not isinstance(cfg.forest, Mapping):
+        raise HaseError(f"{path}: [forest] must hold tables such as [forest.default]")
+    for name, table in cfg.forest.items():
+        if not isinstance(table, Mapping):
+            raise HaseError(f"{path}: [forest.{name}] must be a table of forest settings")
+        for key, value in table.items():
+            if key in _FOREST_VALUES and not (key == "max_depth" and value is None):
+                _check_value(value, f"[forest.{name}] {key}", *_FOREST_VALUES[key], path)
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _check_value(value: Any, where: str, types: tuple[type, ...], lo: float, hi: float, path: str | Path) -> None:
+    if bool in types:
+        ok = isinstance(value, bool)
+    else:
+        ok = isinstance(value, (int, float)) and isinstance(value, types) and not isinstance(value, bool) \
+            and lo <= value <= hi
+    if not ok:
+        what = "an integer" if types == (int,) else "a number"
+        kind = "true or false" if bool in types else f"{what} from {_num(lo)} to {_num(hi)}"
+        raise HaseError(f"{path}: {where} = {value!r} is out of range or of the wrong type: use {kind}")
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ def profile_model(
         finally:
             profile_path = Path(session.end_profiling())
         log.debug("ORT profile: %s", profile_path)
-        events = load_profile(profile_path)
+        events = _load_written_profile(profile_path)
     return ProfileResult(events=events, profile_path=profile_path, wall=Timing.from_samples(samples),
                          warmup=warmup, runs=runs, metadata=runtime.device_metadata(ep))
 
@@ -119,6 +119,17 @@ def profile_folder(workdir: str | os.PathLike[str] | None, stem: str) -> Iterato
             for p in set(folder.glob(pattern)) - before:
                 p.unlink(missing_ok=True)
         raise
+
+
+def _load_written_profile(path: Path) -> pd.DataFrame:
+    """The profile ORT just wrote; ORT does not report a failed write, so a broken file means one."""
+    if not path.is_file():
+        raise HaseError(f"ONNX Runtime wrote no profile at {path}: check that its folder is writable")
+    try:
+        return load_profile(path)
+    except HaseError as exc:
+        raise HaseError(f"the profile ONNX Runtime just wrote is incomplete ({first_line(exc)}): "
+                        f"check the free space in {path.parent}") from exc
 
 
 def _serialized(model: onnx.ModelProto, path: str | os.PathLike[str]) -> bytes:

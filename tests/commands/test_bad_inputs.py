@@ -44,10 +44,11 @@ class Case:
     def args(self, assets: Path, work: Path, unwritable: Path) -> list[str]:
         subs = {"{A}": str(assets), "{W}": str(work), "{U}": str(unwritable), "{F}": str(assets / "regular_file")}
         out = []
-        for a in self.argv:
+        for arg in self.argv:
+            text = arg
             for key, value in subs.items():
-                a = a.replace(key, value)
-            out.append(a)
+                text = text.replace(key, value)
+            out.append(text)
         return out
 
 
@@ -338,7 +339,8 @@ TOML = {
                              b"streams = 0\ndummy = { width = 8 }\n",
     "pipeline_bad_ratios": b'[pipeline]\nbatch = 4\nfeatures = 8\n[[stages]]\nname = "a"\n'
                            b"partition = { axis = 0, ratios = [0.7, 0.7] }\nexecutors = [\n"
-                           b'  { device = "cpu", dummy = { width = 8 } },\n  { device = "cpu", dummy = { width = 8 } },\n]\n',
+                           b'  { device = "cpu", dummy = { width = 8 } },\n'
+                           b'  { device = "cpu", dummy = { width = 8 } },\n]\n',
     "pipeline_huge_input": b'[pipeline]\nbatch = 100000\nfeatures = 1000000\n[[stages]]\nname = "a"\ndevice = "cpu"\n'
                            b"dummy = { width = 8 }\n",
 }
@@ -497,6 +499,7 @@ def test_bad_input(bad: Case, corpus_assets: Path, unwritable: Path, tmp_path: P
     tmp.mkdir()
     monkeypatch.chdir(work)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    monkeypatch.setenv(paths.PREDICTORS_ENV, str(work / "user_predictors"))  # no predictor of this user's
     assets_before, work_before = snapshot(corpus_assets), snapshot(work)
 
     code = main(bad.args(corpus_assets, work, unwritable))

@@ -1,4 +1,5 @@
-"""hase.measure.collect: end-to-end collect on real models, resumable after SIGKILL, skips recorded."""
+"""hase.measure.collect: end-to-end collect on real models; SIGKILL resume, bad models as skips, settings-bound
+skips, content identity, two collects on one store."""
 from __future__ import annotations
 
 import dataclasses
@@ -296,6 +297,8 @@ def test_bad_limit_and_config_write_nothing(tmp_path, fast_config, conv_model_pa
     base = ["collect", "--zoo", "none", "--model", str(conv_model_path), "--store", str(store)]
     assert main([*base, "--devices", str(fast_config), "--limit", "-1"]) == 2
     assert "--limit -1 is out of range" in capsys.readouterr().err
+    assert main([*base, "--devices", str(fast_config), "--ep", "cpu", "--threads", "-1"]) == 2
+    assert "--threads -1 is out of range" in capsys.readouterr().err
     bad = tmp_path / "bad.toml"
     bad.write_text(FAST.replace("runs = 3", "runs = 0"))
     assert main([*base, "--devices", str(bad)]) == 2

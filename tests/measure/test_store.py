@@ -187,6 +187,7 @@ def test_version_0_store_is_migrated_and_nothing_is_measured_again(tmp_path, con
     with Store(path) as s:
         coll.collect(src, cfg, s)
         s.record_skip("kernel:gone", "cpu-test", "Foo:gone", "kernel", "old failure", "0" * 16)
+        s.record_skip("model:broken", "cpu-test", "broken", "split", "not a valid ONNX file", "0" * 16)
         digest = s.table("models").sha256[0]
     conn = sqlite3.connect(path, isolation_level=None)  # back to version 0
     conn.execute("UPDATE jobs SET job = 'model:conv' WHERE job = ?", (f"model:{digest}",))
@@ -198,7 +199,9 @@ def test_version_0_store_is_migrated_and_nothing_is_measured_again(tmp_path, con
     with Store(path) as s:
         assert s.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert s.is_done(f"model:{digest}", "cpu-test") and not s.is_done("model:conv", "cpu-test")
-        assert s.table("skips").settings_hash.isna().all()  # an old skip is retried under any settings
+        skips = s.table("skips")
+        assert skips.job.tolist() == ["kernel:gone"]  # a model skip keyed by name is dropped: tried again by content
+        assert skips.settings_hash.isna().all()  # an old kernel skip is retried under any settings
         report = coll.collect(src, cfg, s)
     assert (report.models_done, report.kernels_measured) == (0, 0)
 

@@ -155,7 +155,9 @@ def test_data_parallel_executor_raising_names_the_executor():
 
 def test_cli_mid_run_failure_still_writes_trace(tmp_path, monkeypatch, capsys):
     (tmp_path / "hase_test_failing_stage.py").write_text(
+        "from hase.pipeline import stage_function\n"
         "calls = {'n': 0}\n"
+        "@stage_function\n"
         "def post(x):\n"
         "    calls['n'] += 1\n"
         "    if calls['n'] == 5:\n"

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from test_manifest import sample_manifest
 
+from hase import paths
 from hase.errors import HaseError
 from hase.kernels.types import KernelSpec, TensorSpec
 from hase.measure.types import EPConfig
@@ -132,9 +133,21 @@ def test_ep_config_follows_the_device_metadata(fitted, tmp_path):
 def test_predictor_dir_lists_the_devices_it_has(fitted, tmp_path):
     d = save_bundle(tmp_path / "p" / "cpu-1t", current_manifest(), {"warm": fitted[0]})
     assert predictor_dir("cpu-1t", tmp_path / "p") == d
-    with pytest.raises(HaseError, match=r"have: \['cpu-1t'\]"):
+    with pytest.raises(HaseError, match=r"searched --predictors .*p: \['cpu-1t'\]"):
         predictor_dir("gpu", tmp_path / "p")
     assert (predictor_dir("cpu-1t") / MANIFEST).is_file()  # the shipped predictor
+
+
+def test_saving_over_the_shipped_predictors_is_refused(fitted, tmp_path, monkeypatch):
+    shipped = tmp_path / "pkg" / "predictors"  # a stand-in: the real package data is never written, even by a test
+    (shipped / "cpu-1t").mkdir(parents=True)
+    (shipped / "cpu-1t" / "marker").write_text("shipped")
+    monkeypatch.setattr(paths, "SHIPPED_PREDICTORS", shipped)
+    for out in (shipped / "cpu-1t", shipped / "new-device", shipped / "x" / ".." / "cpu-1t"):
+        with pytest.raises(HaseError, match="inside the predictors shipped with Hase"):
+            save_bundle(out, current_manifest(), {"warm": fitted[0]})
+    assert sorted(p.name for p in shipped.rglob("*")) == ["cpu-1t", "marker"]  # untouched, no temporary left
+    assert (save_bundle(tmp_path / "user" / "cpu-1t", current_manifest(), {"warm": fitted[0]}) / MANIFEST).is_file()
 
 
 def test_tampered_incomplete_and_broken_directories_are_refused(fitted, tmp_path):

@@ -26,7 +26,7 @@ from hase.predict.manifest import (
 )
 from hase.predict.metrics import score
 
-SHIPPED = REPO / "data" / "predictors" / "cpu-1t" / MANIFEST
+SHIPPED = REPO / "hase" / "predictors" / "cpu-1t" / MANIFEST
 
 
 def sample_entry(kernels_seen: bool = True) -> TargetEntry:

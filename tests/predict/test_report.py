@@ -19,7 +19,9 @@ from hase.predict.ratios import (
     ratio_column,
     ratio_summary,
 )
-from hase.predict.report import fmt, headline_lines, markdown, md_table, write_report
+from hase.errors import HaseError
+from hase.predict.plots import Plot
+from hase.predict.report import fmt, glossary, headline_lines, html_page, inline_html, markdown, md_table, write_report
 
 
 @pytest.fixture(scope="module")
@@ -72,13 +74,83 @@ def test_headline_lines_quote_the_figures(evaluation):
     assert f"over {h.held_out_exported.n} models" in lines[2] and lines[-1].startswith("- baseline, linear in flops")
 
 
+PLOT = {"ratios": Plot("ratios", "How close each sum comes", "Look at the boxes near 1.", b"")}
+
+
 def test_markdown_holds_every_model_and_family_row(evaluation):
-    md = markdown(evaluation, {"ratios": "plots/ratios.png"})
+    md = markdown(evaluation, PLOT)
     assert "| alex_b | alexnet | 2.000 | 2.100 |" in md  # model, family, measured, calibrated held-out, ...
     assert "| torch_x | exported | 3.000 | 3.500 | 1.100 |" in md  # ... then the ratios: Σ span first
-    assert "| resnet | 2 | 0.316 | 5.000 |" in md  # 3.8 and 8.4 ms for 4 and 8: RMSE sqrt(0.1), RMSPE 5 %
-    assert "| span | scale/ols | 5 |" in md and "![ratios](plots/ratios.png)" in md
-    assert md.index("## Held-out error by family") < md.index("## Every model")
+    assert "| resnet | 2 | 0.316 | 5.0 | 100% | 100% |" in md  # 3.8 and 8.4 ms for 4 and 8: RMSE sqrt(0.1), RMSPE 5 %
+    assert "| span | scale/ols | yes | 5 |" in md  # the candidate this predictor uses is marked
+    assert "![How close each sum comes](plots/ratios.png)\n\nLook at the boxes near 1." in md
+    assert md.index("## Held-out error by family") < md.index("## Every model") < md.index("## Glossary")
+
+
+def test_summary_scopes_are_split_only_when_the_store_has_both_kinds(evaluation):
+    both = evaluation.summary
+    assert both.groupby("source")["scope"].apply(list).map(tuple).unique().tolist() == [("all", "zoo", "exported")]
+    zoo_only = ratio_summary(evaluation.models[evaluation.models[D.FAMILY] != "exported"])
+    assert set(zoo_only["scope"]) == {"all"} and not zoo_only.duplicated(["source"]).any()
+    assert "| scope |" in md_table(both) and "| scope |" not in markdown(_without_exported(evaluation), {})
+
+
+def _without_exported(ev: Evaluation) -> Evaluation:
+    """The fixture's evaluation as a store without exported models would give it (the clean-clone case)."""
+    import dataclasses
+
+    zoo = ev.models[ev.models[D.FAMILY] != "exported"]
+    no_exported = score([], [])
+    return dataclasses.replace(ev, models=zoo, summary=ratio_summary(zoo),
+                               headline=dataclasses.replace(ev.headline, held_out_exported=no_exported))
+
+
+def test_a_store_without_exported_models_reads_without_nan(evaluation):
+    ev = _without_exported(evaluation)
+    lines = headline_lines(ev)
+    assert "no exported models in this store" in lines[2] and "nan" not in " ".join(lines).lower()
+    assert "nan" not in markdown(ev, PLOT).lower()
+    assert "nan" not in html_page(ev, PLOT).lower()
+
+
+def test_every_shown_column_is_explained_in_the_glossary(evaluation):
+    tables, explained = markdown(evaluation, {}).split("## Glossary")
+    lines = tables.splitlines()
+    headings = {c for line, below in zip(lines, lines[1:]) if below.startswith("|---")
+                for c in line.strip("| ").split(" | ")}
+    assert {"acc5", "scope", "chosen", "key", "sum_span_ratio"} <= headings
+    assert [c for c in headings if f"\n| {c} | " not in explained] == []  # every heading has a glossary row
+    columns, sources = glossary([pd.DataFrame(columns=["acc5", "sum_span_ratio", "scope", "chosen"])])
+    assert columns["column"].tolist() == ["acc5", "sum_span_ratio", "scope", "chosen"]
+    assert columns["meaning"].str.len().gt(20).all() and "Σ in-model span" in sources["source"].tolist()
+    with pytest.raises(HaseError, match=r"without a glossary entry: \['mystery_ms'\]"):
+        glossary([pd.DataFrame(columns=["n", "mystery_ms"])])
+
+
+def test_html_renders_inline_markdown_and_explains_headings(evaluation):
+    assert inline_html("a `x<y` **b** [g](#glossary)") == \
+        'a <code>x&lt;y</code> <strong>b</strong> <a href="#glossary">g</a>'
+    page = html_page(evaluation, PLOT)
+    assert "`" not in page and "<code>cpu-1t</code>" in page and "**" not in page
+    assert '<th title="share of models predicted within ±5 % of the measured latency">acc5</th>' in page
+    assert page.count('<div class="scroll"><table') == 8  # six tables and the glossary's two, each in its box
+    assert '<figcaption>Look at the boxes near 1.</figcaption>' in page and 'alt="How close each sum comes"' in page
+
+
+@pytest.mark.slow
+def test_plots_are_titled_for_people_and_the_per_op_chart_is_sorted(evaluation):
+    import matplotlib.pyplot as plt
+
+    from hase.predict.plots import _op_error, render_plots
+
+    plots = render_plots(evaluation)
+    assert all(p.png.startswith(b"\x89PNG") and "_" not in p.title and len(p.caption) > 80 for p in plots.values())
+    assert plots["op_error"].title == "Unseen kernels: the 2 predictor keys with the largest error (ms)"
+    fig, ax = plt.subplots()
+    _op_error(ax, evaluation)
+    widths = [bar.get_width() for bar in ax.patches]  # drawn bottom-up, so the largest RMSE is last (on top)
+    plt.close(fig)
+    assert widths == sorted(widths) and widths[-1] == pytest.approx(evaluation.kernels["rmse_ms"].max())
 
 
 @pytest.mark.slow
@@ -92,5 +164,5 @@ def test_write_report_writes_tables_plots_and_pages(evaluation, tmp_path):
     page = paths["report.html"].read_text()
     assert page.count("data:image/png;base64,") == 4 and "<td>torch_x</td>" in page and "<td>resnet</td>" in page
     assert "**" not in page and "Hase evaluation: cpu-1t" in page
-    assert "![pred_vs_measured](plots/pred_vs_measured.png)" in paths["report.md"].read_text()
+    assert "](plots/pred_vs_measured.png)" in paths["report.md"].read_text()
     assert not list((tmp_path / "rep").glob(".*.tmp"))  # atomic writes leave no temporary files

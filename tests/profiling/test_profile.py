@@ -6,6 +6,7 @@ formats are built by `fenced_run`, since no GPU made them.
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -15,12 +16,14 @@ import pytest
 from onnx import TensorProto, helper
 
 from hase.cli import main
+from hase.commands import profile as profile_command
 from hase.errors import HaseError
 from hase.measure.types import EPConfig
 from hase.profiling import decompose as P
 from hase.profiling import events as E
+from hase.profiling import run as run_module
 from hase.profiling.findings import diagnose
-from hase.profiling.run import analyze, profile_model
+from hase.profiling.run import analyze, profile_folder, profile_model
 
 DATA = Path(__file__).parents[1] / "data" / "profiles"
 REAL = {name: DATA / f"ort132_cpu_{name}.json" for name in ("tiny_cnn", "if_subgraph", "bert_tiny")}
@@ -364,3 +367,83 @@ def test_cli_needs_exactly_one_source(tmp_path, capsys):
     assert "exactly one" in capsys.readouterr().err
     assert main(["profile", str(tmp_path / "missing.onnx")]) == 2
     assert capsys.readouterr().err.startswith("hase: error:")
+
+
+# ---------------------------------------------------------------- failures leave nothing behind
+
+
+def _rejected_model(path: Path) -> Path:
+    """A model ONNX accepts and ONNX Runtime rejects (an op no opset has)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    graph = helper.make_graph([helper.make_node("Frobnicate", ["x"], ["y"], name="n")], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def test_cli_on_a_model_ort_rejects_prints_one_line_and_no_profile(tmp_path, capfd):
+    """ORT's own `[E:onnxruntime ... EndProfiling]` line is silenced and its 0-byte profile removed."""
+    model = _rejected_model(tmp_path / "bad.onnx")
+    (tmp_path / "wd").mkdir()
+    (tmp_path / "wd" / "bad_old.json").write_text("[]")  # an earlier profile of the same stem stays
+    capfd.readouterr()
+    assert main(["profile", str(model), "--workdir", str(tmp_path / "wd")]) == 2
+    out, err = capfd.readouterr()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("hase: error: ONNX Runtime cannot load the model")
+    assert "EndProfiling" not in err + out
+    assert [p.name for p in (tmp_path / "wd").iterdir()] == ["bad_old.json"]
+    assert main(["profile", str(model), "--workdir", str(tmp_path / "new" / "wd")]) == 2
+    assert not (tmp_path / "new").exists()  # folders made for the profile go too
+
+
+def test_a_failed_run_removes_its_profile_and_temporary_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    model = _tiny_model(tmp_path / "m.onnx")
+
+    def fail(session, feeds):
+        raise MemoryError("Unable to allocate 9 TiB")
+
+    monkeypatch.setattr(run_module, "_run", fail)
+    with pytest.raises(MemoryError):
+        profile_model(model, EPConfig(), runs=2, warmup=1, input_shapes={"x": (1, 3, 16, 16)})
+    assert not list((tmp_path / "tmp").iterdir())  # the hase_profile_* folder went with its profile
+    with pytest.raises(MemoryError):
+        profile_model(model, EPConfig(), runs=2, warmup=1, input_shapes={"x": (1, 3, 16, 16)},
+                      workdir=tmp_path / "wd")
+    assert not (tmp_path / "wd").exists()
+
+
+def test_profile_folder_keeps_what_was_there(tmp_path):
+    (tmp_path / "m_2020.json").write_text("[]")
+    with pytest.raises(KeyboardInterrupt), profile_folder(tmp_path, "m") as folder:
+        (folder / "m_2026.json").write_text("")
+        (folder / "other.json").write_text("")  # not a profile of this model: not Hase's to remove
+        raise KeyboardInterrupt
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m_2020.json", "other.json"]
+    with pytest.raises(HaseError, match="is a file, not a directory"), profile_folder(tmp_path / "m_2020.json", "m"):
+        pass
+
+
+def test_cli_checks_output_paths_before_running(tmp_path, capfd, monkeypatch):
+    model = _tiny_model(tmp_path / "m.onnx")
+    monkeypatch.setattr(profile_command, "profile_model", lambda *a, **k: pytest.fail("ran before checking outputs"))
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for flags in (["--workdir", str(blocker)], ["--out-trace", str(blocker / "t.json")],
+                  ["--out-trace", str(tmp_path)]):
+        assert main(["profile", str(model), "--input-shape", "x=1,3,16,16", *flags]) == 2
+        err = capfd.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and flags[0] in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "m.onnx"]
+
+
+def test_cli_trace_output_next_to_an_unwritable_profile(tmp_path, capfd):
+    profile = REAL["bert_tiny"]
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["profile", "--trace", str(profile), "--out-trace", str(blocker / "x.json")]) == 2
+    assert "cannot be written" in capfd.readouterr().err

@@ -1,0 +1,77 @@
+"""`hase predictors`: the installed predictors (user-trained and shipped), what each one is, and whether it fits
+this host."""
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.markup import escape
+
+from hase import paths
+from hase.commands.common import add_json_arg, add_predictors_arg
+
+if TYPE_CHECKING:  # pragma: no cover - the predictor stack loads only when a command runs
+    from hase.predict.identity import InstalledPredictor
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `predictors` subcommand."""
+    p = sub.add_parser("predictors", help="list the installed predictors and what each one was trained on",
+                       description="List every predictor Hase can use, in lookup order (--predictors DIR, else the "
+                                   f"user directory ({paths.USER_PREDICTORS_HELP}), else the ones shipped with "
+                                   "Hase): device configuration, CPU/GPU, ONNX Runtime version, execution provider, "
+                                   "threads, optimization level, training date, default target, held-out accuracy, "
+                                   "and how this host differs from the machine it was trained on.")
+    add_predictors_arg(p)
+    add_json_arg(p, "print JSON (a list, one object per predictor directory)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """List the predictors; exit 2 when there are none, or when one of them cannot be read (it is still listed)."""
+    from hase.predict.identity import installed
+    from hase.predict.locate import search_roots
+
+    found = installed(args.predictors)
+    if args.json:
+        print(json.dumps([p.to_dict() for p in found], indent=1))
+    else:
+        print_predictors(found, [f"{source}: {root}" for source, root in search_roots(args.predictors)])
+    if not found:
+        Console(stderr=True).print("hase: error: no predictors found: train one with `make collect train`",
+                                   markup=False)
+    return 2 if not found or any(p.error for p in found) else 0
+
+
+def print_predictors(found: Sequence[InstalledPredictor], roots: Sequence[str]) -> None:
+    """One block per predictor, in lookup order: where it lives, what it was trained on and for, how good it
+    was on held-out families, and how this host differs (or why it cannot be used)."""
+    c = Console(highlight=False, soft_wrap=True)  # long paths and CPU names stay on one line in logs
+    c.print(f"searched, in this order: {'; '.join(roots)}", markup=False)
+    for p in found:
+        ident = p.identity
+        note = " [yellow](hidden by the user-trained predictor above)[/]" if p.found.shadowed else ""
+        c.print(f"\n[bold]{escape(p.found.device)}[/]  {escape(p.found.source)}: {escape(str(p.found.path))}{note}")
+        if ident is None:
+            c.print(f"  [red]cannot be used[/]: {escape(p.error)}")
+            continue
+        gpu = f" + {ident.gpu_name} (driver {ident.gpu_driver})" if ident.gpu_name else ""
+        rows = [
+            ("device", f"{ident.execution_provider} on {ident.cpu_model}{gpu}"),
+            ("runtime", f"ONNX Runtime {ident.ort_version}, {ident.intra_op_threads} intra-op / "
+                        f"{ident.inter_op_threads} inter-op thread(s), {ident.opt_level} optimization"),
+            ("trained", f"{ident.trained_on} with Hase {ident.hase_version}, on {ident.n_models} models of "
+                        f"{len(ident.families)} families; default target {ident.default_target}"),
+            ("held-out", f"±10 % {ident.acc10 * 100:.0f} % of {ident.n_held_out} models, RMSPE {ident.rmspe:.1f} % "
+                         f"(leave-family-out)"),
+        ]
+        for key, value in rows:
+            c.print(f"  {key:<10}{value}", markup=False)
+        if p.mismatches:
+            for m in p.mismatches:
+                c.print(f"  [yellow]{'this host':<10}differs: {escape(m)}[/]")
+        else:
+            c.print(f"  {'this host':<10}matches (CPU, ONNX Runtime, execution provider, threads)", markup=False)
