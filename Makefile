@@ -74,4 +74,4 @@ bench: setup
 	$(BIN)/python benchmarks/bench_pipeline.py
 
 clean:
-	rm -rf $(VENV) model_zoo/*/ data/*.sqlite* .pytest_cache
+	rm -rf $(VENV) model_zoo/*/ data/*.sqlite* data/predictors reports .pytest_cache

@@ -40,10 +40,15 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps([p.to_dict() for p in found], indent=1))
     else:
         print_predictors(found, [f"{source}: {root}" for source, root in search_roots(args.predictors)])
+    broken = [p for p in found if p.error]
     if not found:
         Console(stderr=True).print("hase: error: no predictors found: train one with `make collect train`",
                                    markup=False)
-    return 2 if not found or any(p.error for p in found) else 0
+    elif broken:  # listed above with the reason; the exit code's one line on stderr says which
+        Console(stderr=True, soft_wrap=True).print(
+            f"hase: error: {len(broken)} predictor(s) cannot be used ({', '.join(str(p.found.path) for p in broken)}): "
+            f"see the reasons above; retrain with `make train`", markup=False)
+    return 2 if not found or broken else 0
 
 
 def print_predictors(found: Sequence[InstalledPredictor], roots: Sequence[str]) -> None:

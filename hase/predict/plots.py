@@ -136,7 +136,8 @@ def _family_error(ax: Axes, ev: Evaluation) -> None:
         return
     ax.barh(f[D.FAMILY].astype(str), f["rmspe"], color="tab:blue")
     for y, (r, a) in enumerate(zip(f["rmspe"], f["acc10"], strict=True)):
-        ax.text(r, y, f" {a:.0%} within ±10 %" if np.isfinite(a) else "", va="center", fontsize=7)
+        ax.text(r, y, f" {a:.0%} within ±10 %" if np.isfinite(a) else "", va="center", fontsize=7,
+                bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.8})
     ax.axvline(TARGET_RMSPE, color="tab:red", lw=1, ls="--", label=f"target RMSPE {TARGET_RMSPE:g} %")
     ax.set_xlim(0, float(f["rmspe"].max()) * 1.35)
     ax.set(xlabel="held-out RMSPE of the calibrated prediction (%)")

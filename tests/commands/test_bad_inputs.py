@@ -189,6 +189,9 @@ PREDICTORS = ["no_manifest", "edited_manifest", "manifest_not_json", "manifest_e
 PREDICTOR_CASES = [
     *[case(f"predict-predictors-{p}", "predict", OK, "--predictors", f"{{A}}/p/{p}") for p in PREDICTORS],
     case("predict-predictors-file", "predict", OK, "--predictors", "{F}"),
+    case("predictors-file", "predictors", "--predictors", "{F}"),
+    *[case(f"predictors-{p}", "predictors", "--predictors", f"{{A}}/p/{p}")
+      for p in ("no_manifest", "edited_manifest", "manifest_list", "tampered_arrays")],
     case("predict-predictors-missing", "predict", OK, "--predictors", "{W}/nope"),
     case("simulate-predictors-no-manifest", "pipeline", "simulate", "--batches", "2", "--predict", "cpu-1t",
          "--predictors", "{A}/p/no_manifest"),
@@ -485,12 +488,11 @@ def test_corpus_is_large_and_covers_every_command():
     assert len(ids) == len(set(ids)), "duplicate case ids"
     assert len(CASES) >= 100
     commands = {c.argv[0] if c.argv[0] != "pipeline" else " ".join(c.argv[:2]) for c in CASES}
-    assert {"zoo", "split", "collect", "profile", "train", "predict", "evaluate", "pipeline run",
+    assert {"zoo", "split", "collect", "profile", "train", "predict", "predictors", "evaluate", "pipeline run",
             "pipeline simulate"} <= commands
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("bad", CASES, ids=[c.id for c in CASES])
+@pytest.mark.parametrize("bad", CASES, ids=[c.id for c in CASES])  # all of them: ~15 s on 2 cores
 def test_bad_input(bad: Case, corpus_assets: Path, unwritable: Path, tmp_path: Path,
                    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
     work = tmp_path / "work"

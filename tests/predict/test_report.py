@@ -1,17 +1,20 @@
 """hase.predict.report: the Markdown and HTML reports hold the rows and figures of the evaluation they render."""
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from hase.errors import HaseError
 from hase.predict import dataset as D
 from hase.predict.calibration import Calibration
 from hase.predict.crossval import HELD_OUT, SPLIT, TARGET
 from hase.predict.evaluate import Evaluation, Headline
 from hase.predict.metrics import grouped_metrics, score
+from hase.predict.plots import Plot
 from hase.predict.ratios import (
     CALIBRATED_HELD_OUT_MS,
     CALIBRATED_TRAIN_MS,
@@ -19,8 +22,6 @@ from hase.predict.ratios import (
     ratio_column,
     ratio_summary,
 )
-from hase.errors import HaseError
-from hase.predict.plots import Plot
 from hase.predict.report import fmt, glossary, headline_lines, html_page, inline_html, markdown, md_table, write_report
 
 
@@ -116,7 +117,7 @@ def test_a_store_without_exported_models_reads_without_nan(evaluation):
 def test_every_shown_column_is_explained_in_the_glossary(evaluation):
     tables, explained = markdown(evaluation, {}).split("## Glossary")
     lines = tables.splitlines()
-    headings = {c for line, below in zip(lines, lines[1:]) if below.startswith("|---")
+    headings = {c for line, below in itertools.pairwise(lines) if below.startswith("|---")
                 for c in line.strip("| ").split(" | ")}
     assert {"acc5", "scope", "chosen", "key", "sum_span_ratio"} <= headings
     assert [c for c in headings if f"\n| {c} | " not in explained] == []  # every heading has a glossary row
@@ -132,7 +133,8 @@ def test_html_renders_inline_markdown_and_explains_headings(evaluation):
         'a <code>x&lt;y</code> <strong>b</strong> <a href="#glossary">g</a>'
     page = html_page(evaluation, PLOT)
     assert "`" not in page and "<code>cpu-1t</code>" in page and "**" not in page
-    assert '<th title="share of models predicted within ±5 % of the measured latency">acc5</th>' in page
+    assert '<th title="share of models whose sum or prediction is within ±5 % of the measured latency">acc5</th>' \
+        in page
     assert page.count('<div class="scroll"><table') == 8  # six tables and the glossary's two, each in its box
     assert '<figcaption>Look at the boxes near 1.</figcaption>' in page and 'alt="How close each sum comes"' in page
 

@@ -51,6 +51,12 @@ def browser() -> str:
     pytest.skip("chromium not installed: apt-get install chromium")
 
 
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """The browser, checked before the (slower) report is built."""
+    return browser()
+
+
 def run_browser(page: Path, tmp: Path, size: tuple[int, int], *args: str) -> str:
     """Open `page` in a window of `size` px with a fresh profile; returns stdout (the DOM with --dump-dom)."""
     width, height = size
@@ -87,7 +93,7 @@ def tiny_report(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("width", [1280, 700])
-def test_report_renders_cleanly_in_chromium(tiny_report, tmp_path, width):
+def test_report_renders_cleanly_in_chromium(chromium, tiny_report, tmp_path, width):
     checks = browser_checks(tiny_report, tmp_path, width)
     assert checks["nan"] == 0 and checks["backticks"] == 0 and checks["code"] > 5
     assert checks["images"] == 4 and checks["broken"] == []
