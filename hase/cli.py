@@ -172,12 +172,38 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _setup_logging(level: int) -> None:
-    from rich.console import Console
-    from rich.logging import RichHandler
+LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"  # a log line where stderr is not a terminal
 
-    root = logging.getLogger("hase")  # logs go to stderr so `--json` output on stdout stays clean
-    root.handlers[:] = [RichHandler(console=Console(stderr=True), show_path=False, markup=False)]
+
+class _StderrHandler(logging.Handler):
+    """Plain log lines to whatever `sys.stderr` is when a record is emitted (not when the handler was made)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Write the formatted record and a newline; a failed write is logging's to report, never raised."""
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+            sys.stderr.flush()
+        except Exception:  # logging's contract: a handler reports its own failures via handleError
+            self.handleError(record)
+
+
+def _setup_logging(level: int) -> None:
+    """Logs go to stderr, so that `--json` output on stdout stays clean. On a terminal through rich, whose console
+    progress bars share (`hase.commands.common.stderr_console`), so lines print above the bars; elsewhere (a log
+    file, a pipe, CI) as plain lines, one per message, never wrapped."""
+    from rich.console import Console
+
+    root = logging.getLogger("hase")
+    console = Console(stderr=True)
+    handler: logging.Handler
+    if console.is_terminal:
+        from rich.logging import RichHandler
+
+        handler = RichHandler(console=console, show_path=False, markup=False)
+    else:
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter(LOG_FORMAT, "%Y-%m-%d %H:%M:%S"))
+    root.handlers[:] = [handler]
     root.setLevel(level)
 
 

@@ -24,7 +24,6 @@ ZOO_DIR = "model_zoo"  # where zoo models are built, one folder per zoo config
 DEVICES_CONFIG = "configs/devices.toml"  # device configurations and timing settings (Makefile DEVICE)
 PREDICTOR_CONFIG = "configs/predictor.toml"  # forest hyper-parameters and training settings
 PIPELINE_EXAMPLE = "configs/pipeline_example.toml"  # the documented example pipeline config
-PROFILES = "hase_profiles"  # where `hase profile` lets ONNX Runtime write its profiles
 DEFAULT_DEVICE = "cpu-1t"  # the device configuration whose predictor ships in SHIPPED_PREDICTORS (Makefile report)
 
 

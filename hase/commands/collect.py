@@ -1,9 +1,17 @@
-"""`hase collect`: build the zoo, split every model, measure kernels and full models into the store."""
+"""`hase collect`: build the zoo, split every model, measure kernels and full models into the store.
+
+Progress: on a terminal, bars (models, and the current model's kernels) on the console the log handler
+shares, so warnings print above the bars; elsewhere (a log file, CI) one log line per model with its
+number, the total and the elapsed time.
+"""
 from __future__ import annotations
 
 import argparse
 import itertools
-from collections.abc import Iterable, Iterator
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +21,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from hase import paths
-from hase.commands.common import add_device_arg, add_ep_arg, add_store_arg, add_threads_arg
+from hase.commands.common import add_device_arg, add_ep_arg, add_store_arg, add_threads_arg, stderr_console
 from hase.errors import HaseError
 from hase.measure import collect as coll
 from hase.measure import runtime
 from hase.measure.store import Store
 from hase.measure.types import EPConfig
 
+log = logging.getLogger(__name__)
+OnEvent = Callable[[str, dict[str, Any]], None]
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `collect` subcommand."""
@@ -91,29 +101,49 @@ def run(args: argparse.Namespace) -> int:
     """Measure every source on every device configuration into the store, with progress bars and a summary."""
     cfg = checked_config(args)
     sources, total = gather_sources(args)
-    console = Console(stderr=True)
+    console = stderr_console()
+    with Store(args.store) as store:
+        with collect_progress(console, total * len(cfg.devices)) as on_event:
+            report = coll.collect(sources, cfg, store, on_event, retry_skips=args.retry_skips)
+        counts = store.counts()
+    print_summary(report, counts, args.store)
+    return 0
+
+
+@contextmanager
+def collect_progress(console: Console, total: int) -> Iterator[OnEvent]:
+    """The progress callback of `collect`: bars on a terminal (on `console`, which the log handler shares),
+    else one INFO line per model: `collect model 3/95 on cpu-1t: resnet18_w0.5 [84 s]`."""
+    if not console.is_terminal:
+        t0, seen = time.perf_counter(), itertools.count(1)
+
+        def log_model(event: str, info: dict[str, Any]) -> None:
+            if event == "model":
+                log.info("collect model %d/%d on %s: %s [%.0f s]", next(seen), total, info["device"], info["model"],
+                         time.perf_counter() - t0)
+
+        yield log_model
+        return
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("eta"), TimeRemainingColumn()]
-    with Store(args.store) as store, Progress(*columns, console=console, transient=False) as bar:
-        task = bar.add_task("models", total=total * len(cfg.devices))
+    with Progress(*columns, console=console, transient=False) as bar:
+        task = bar.add_task("models", total=total)
         ktask = bar.add_task("kernels", total=None)
-        state = {"started": False}
+        started = False
 
         def on_event(event: str, info: dict[str, Any]) -> None:
+            nonlocal started
             if event == "model":
-                if state["started"]:
+                if started:
                     bar.advance(task)
-                state["started"] = True
+                started = True
                 bar.update(task, description=f"models \\[{escape(info['device'])}] {escape(info['model'])}")
             elif event == "kernel":
                 bar.update(ktask, total=info["n"], completed=info["i"] + 1,
                            description=f"kernels {escape(info['op_type'])}")
 
-        report = coll.collect(sources, cfg, store, on_event, retry_skips=args.retry_skips)
-        bar.update(task, completed=total * len(cfg.devices))
-        counts = store.counts()
-    print_summary(report, counts, args.store)
-    return 0
+        yield on_event
+        bar.update(task, completed=total)
 
 
 def print_summary(report: coll.CollectReport, counts: dict[str, int], store_path: str) -> None:

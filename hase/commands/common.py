@@ -2,9 +2,14 @@
 from __future__ import annotations
 
 import argparse
+import logging
+from typing import TYPE_CHECKING
 
 from hase import paths
 from hase.measure.types import EP_PROVIDERS, OPT_LEVELS
+
+if TYPE_CHECKING:  # pragma: no cover - rich loads when a command shows progress
+    from rich.console import Console
 
 DEFAULT_OPT_LEVEL = "extended"
 EPS = tuple(EP_PROVIDERS)  # execution providers a command can measure on: cpu, cuda
@@ -74,3 +79,16 @@ def add_ep_args(parser: argparse.ArgumentParser, *, threads: bool = True) -> Non
 def add_json_arg(parser: argparse.ArgumentParser, help: str = "print JSON instead of tables") -> None:
     """`--json`: machine-readable output on stdout (logs go to stderr)."""
     parser.add_argument("--json", action="store_true", help=help)
+
+
+def stderr_console() -> Console:
+    """The console the CLI's log handler writes to on a terminal, so that a progress bar and log lines share it
+    (rich then prints the lines above the bar instead of through it); a new stderr console otherwise.
+    `console.is_terminal` tells a command whether to draw progress bars or log one plain line per step."""
+    from rich.console import Console
+    from rich.logging import RichHandler
+
+    for handler in logging.getLogger("hase").handlers:
+        if isinstance(handler, RichHandler):
+            return handler.console
+    return Console(stderr=True)

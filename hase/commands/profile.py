@@ -2,13 +2,19 @@
 
 Runs the model under ONNX Runtime's profiler (or reads a profile ORT already wrote), prints the
 decomposition of a run (median over runs), per-op-type totals, top nodes, provider placement and
-findings, and writes a Perfetto trace with Hase-derived spans next to the profile.
+findings, and writes a Perfetto trace with Hase-derived spans. A model's profile goes to a temporary folder
+removed at the end unless --keep-profile DIR keeps it (with the trace beside it); the trace is written where
+--out-trace says, else next to the kept profile, else (no --keep-profile) not at all. With --trace, the
+trace goes next to that profile unless --out-trace says otherwise.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +24,6 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from hase import paths
 from hase.commands.common import add_ep_args, add_input_shape_arg, add_json_arg
 from hase.errors import HaseError
 from hase.files import check_output_dir, check_output_file
@@ -29,6 +34,7 @@ from hase.profiling.perfetto import to_chrome_trace, write_chrome_trace
 from hase.profiling.run import ProfileAnalysis, ProfileResult, analyze, profile_folder, profile_model
 
 TRACE_SUFFIX = ".hase_trace.json"
+OP_ROWS = 15  # op types listed in the per-op table; the others are folded into one row
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,8 +51,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="with --trace: leading runs to leave out as warm-up (default 0)")
     add_ep_args(p)
     add_input_shape_arg(p)
-    p.add_argument("--workdir", default=paths.PROFILES, help="where ORT writes the profile (default ./%(default)s)")
-    p.add_argument("--out-trace", metavar="PATH", help=f"Perfetto trace path (default <profile stem>{TRACE_SUFFIX})")
+    p.add_argument("--keep-profile", "--workdir", dest="keep_profile", metavar="DIR", default=None,
+                   help="keep ORT's profile JSON in DIR, with the Perfetto trace beside it (default: a temporary "
+                        "folder, removed at the end; nothing is written to the current directory)")
+    p.add_argument("--out-trace", metavar="PATH",
+                   help=f"write the Perfetto trace here (default: <profile stem>{TRACE_SUFFIX} next to the profile "
+                        f"read with --trace or kept with --keep-profile; none when the profile is not kept)")
     p.add_argument("--top", type=int, default=10, help="how many top nodes to list (default 10)")
     add_json_arg(p, "print one JSON object instead of tables")
     p.set_defaults(func=run)
@@ -65,14 +75,29 @@ def run(args: argparse.Namespace) -> int:
         profile_path = Path(args.trace)
         trace_path = _trace_path(args, profile_path)
         check_output_file(trace_path, "the trace next to --trace (choose one with --out-trace)")
-        _analyze_and_report(args, load_profile(profile_path), profile_path, args.skip_runs, None, {})
+        _analyze_and_report(args, load_profile(profile_path), profile_path, trace_path, args.skip_runs, None, {})
         return 0
-    check_output_dir(args.workdir, "--workdir")
-    with profile_folder(args.workdir, Path(args.model).stem):
-        result = _profile(args)
+    if args.keep_profile:
+        check_output_dir(args.keep_profile, "--keep-profile")
+    with _profile_folder(args.keep_profile, Path(args.model).stem) as folder:
+        result = _profile(args, folder)
         context = {"model": str(args.model), "metadata": result.metadata}
-        _analyze_and_report(args, result.events, result.profile_path, result.skip_runs, result.wall, context)
+        kept = result.profile_path if args.keep_profile else None
+        out_trace = _trace_path(args, kept) if kept or args.out_trace else None
+        _analyze_and_report(args, result.events, kept, out_trace, result.skip_runs, result.wall, context)
     return 0
+
+
+@contextmanager
+def _profile_folder(keep: str | None, stem: str) -> Iterator[Path]:
+    """Where ORT writes the profile: `keep` (kept; on failure what was written there goes), else a temporary
+    folder removed when the command ends, whatever the outcome."""
+    if keep:
+        with profile_folder(keep, stem) as folder:
+            yield folder
+    else:
+        with tempfile.TemporaryDirectory(prefix="hase_profile_") as tmp:
+            yield Path(tmp)
 
 
 def _check_args(args: argparse.Namespace) -> None:
@@ -86,44 +111,53 @@ def _check_args(args: argparse.Namespace) -> None:
             raise HaseError(f"{flag} must be >= 0 (got {value})")
 
 
-def _trace_path(args: argparse.Namespace, profile_path: Path) -> Path:
-    return Path(args.out_trace) if args.out_trace else profile_path.with_name(profile_path.stem + TRACE_SUFFIX)
+def _trace_path(args: argparse.Namespace, profile_path: Path | None) -> Path:
+    """--out-trace, else `<profile stem>.hase_trace.json` next to the profile."""
+    if args.out_trace:
+        return Path(args.out_trace)
+    assert profile_path is not None, "no --out-trace and no profile to put the trace beside"
+    return profile_path.with_name(profile_path.stem + TRACE_SUFFIX)
 
 
-def _analyze_and_report(args: argparse.Namespace, events: pd.DataFrame, profile_path: Path, skip: int,
-                        wall: Timing | None, context: dict[str, Any]) -> None:
+def _analyze_and_report(args: argparse.Namespace, events: pd.DataFrame, profile_path: Path | None,
+                        out_trace: Path | None, skip: int, wall: Timing | None, context: dict[str, Any]) -> None:
+    """Analyze, write the trace when there is a path for it, print (profile/trace None: not kept)."""
     analysis = analyze(events, skip_runs=skip, top_n=args.top)
-    out_trace = _trace_path(args, profile_path)
-    write_chrome_trace(to_chrome_trace(events), out_trace)
+    if out_trace is not None:
+        write_chrome_trace(to_chrome_trace(events), out_trace)
     if args.json:
         print(json.dumps(_report(analysis, profile_path, out_trace, wall, context), allow_nan=False))
     else:
         _print(Console(), analysis, profile_path, out_trace, wall, context)
 
 
-def _profile(args: argparse.Namespace) -> ProfileResult:
+def _profile(args: argparse.Namespace, folder: Path) -> ProfileResult:
     from hase.kernels.graph import parse_input_shapes
 
     ep = EPConfig(name=args.ep, ep=args.ep, intra_op_threads=args.threads, opt_level=args.opt_level)
     return profile_model(args.model, ep, runs=args.runs, warmup=args.warmup,
-                         input_shapes=parse_input_shapes(args.input_shape), workdir=args.workdir)
+                         input_shapes=parse_input_shapes(args.input_shape), workdir=folder)
 
 
 # ---------------------------------------------------------------- JSON
 
 
-def _report(a: ProfileAnalysis, profile: Path, trace: Path, wall: Timing | None,
+def _report(a: ProfileAnalysis, profile: Path | None, trace: Path | None, wall: Timing | None,
             context: dict[str, Any]) -> dict[str, Any]:
-    """One JSON-able object: numbers as numbers (NaN -> null), µs unless a key says otherwise."""
+    """One JSON-able object: numbers as numbers (NaN -> null), µs unless a key says otherwise; `profile` and
+    `trace` are null when not kept."""
     report: dict[str, Any] = _clean({
         **context,
-        "profile": str(profile), "trace": str(trace), "skip_runs": a.skip_runs,
+        "profile": None if profile is None else str(profile), "trace": None if trace is None else str(trace),
+        "skip_runs": a.skip_runs,
         "n_runs": int(a.summary[P.N_RUNS]),
         "wall_ms": None if wall is None else {"median": wall.median_ms, "p10": wall.p10_ms, "p90": wall.p90_ms,
                                               "n": wall.n},
         "decomposition_us": {k: a.summary[k] for k in P.DECOMPOSITION_COLUMNS if k != P.RUN_ID},
         "decomposition_per_run": a.per_run.to_dict("records"),
         "op_types": a.op_types.to_dict("records"),
+        "op_types_kernel_time_us": float(a.op_types[P.KERNEL_TIME_US].sum()),
+        "op_types_note": a.op_types_note,
         "top_nodes": a.top.to_dict("records"),
         "providers": a.providers.to_dict("records"),
         "findings": a.findings,
@@ -147,7 +181,7 @@ def _clean(value: Any) -> Any:
 # ---------------------------------------------------------------- terminal
 
 
-def _print(console: Console, a: ProfileAnalysis, profile: Path, trace: Path, wall: Timing | None,
+def _print(console: Console, a: ProfileAnalysis, profile: Path | None, trace: Path | None, wall: Timing | None,
            context: dict[str, Any]) -> None:
     meta = context.get("metadata", {})
     where = f" on {meta['execution_provider']} ({meta['intra_op_threads']} intra-op threads, " \
@@ -157,9 +191,10 @@ def _print(console: Console, a: ProfileAnalysis, profile: Path, trace: Path, wal
                   f"(skipped {a.skip_runs} warm-up)")
     console.print(_decomposition_table(a.summary, wall))
     provider = [("provider", P.PROVIDER, str)] if len(a.providers) > 1 else []
-    console.print(_frame_table("Per op type (sum of per-node medians)", a.op_types.head(15), [
+    console.print(_frame_table("Per op type (sum of per-node medians)", _op_rows(a.op_types, OP_ROWS), [
         ("op type", P.OP_TYPE, str), *provider, ("nodes", P.N_NODES, _count), ("kernel ms", P.KERNEL_TIME_US, _ms),
-        ("span ms", P.SPAN_US, _ms), ("share", P.KERNEL_TIME_SHARE, _pct)]))
+        ("span ms", P.SPAN_US, _ms), ("share", P.KERNEL_TIME_SHARE, _pct)], footer_rows=1))
+    console.print(a.op_types_note, markup=False, style="dim")
     console.print(_frame_table(f"Top {len(a.top)} nodes by span", a.top, [
         ("node", P.NODE_NAME, _tail), ("op type", P.OP_TYPE, str), *provider, ("span ms", P.SPAN_US, _ms),
         ("kernel ms", P.KERNEL_TIME_US, _ms), ("share", P.KERNEL_TIME_SHARE, _pct)]))
@@ -172,8 +207,14 @@ def _print(console: Console, a: ProfileAnalysis, profile: Path, trace: Path, wal
         console.print("[bold]Findings[/bold]")
         for finding in a.findings:
             console.print(f"  • {finding}", markup=False)
-    console.print(f"profile: {profile}", markup=False)
-    console.print(f"trace:   {trace}  (open in https://ui.perfetto.dev)", markup=False)
+    if profile is None:
+        console.print("profile: not kept (--keep-profile DIR keeps it, with the trace beside it)", markup=False)
+    else:
+        console.print(f"profile: {profile}", markup=False)
+    if trace is None:
+        console.print("trace:   not written (--out-trace PATH or --keep-profile DIR writes it)", markup=False)
+    else:
+        console.print(f"trace:   {trace}  (open in https://ui.perfetto.dev)", markup=False)
 
 
 def _decomposition_table(summary: pd.Series, wall: Timing | None) -> Table:
@@ -194,13 +235,28 @@ def _decomposition_table(summary: pd.Series, wall: Timing | None) -> Table:
     return table
 
 
-def _frame_table(title: str, df: pd.DataFrame, columns: list[tuple[str, str, Any]]) -> Table:
+def _op_rows(op_types: pd.DataFrame, n: int) -> pd.DataFrame:
+    """The first `n` rows, the rest folded into one "(k more)" row, and a "total" row: the table shows its sum."""
+    shown = op_types.head(n).copy()
+    cols = [P.N_NODES, P.KERNEL_TIME_US, P.SPAN_US, P.KERNEL_TIME_SHARE]
+    extra: list[dict[str, Any]] = []
+    if len(op_types) > n:
+        rest = op_types.iloc[n:]
+        extra.append({P.OP_TYPE: f"({len(rest)} more)", P.PROVIDER: "", **{c: rest[c].sum() for c in cols}})
+    extra.append({P.OP_TYPE: "total", P.PROVIDER: "", **{c: op_types[c].sum() for c in cols}})
+    return pd.concat([shown, pd.DataFrame(extra)], ignore_index=True)
+
+
+def _frame_table(title: str, df: pd.DataFrame, columns: list[tuple[str, str, Any]], footer_rows: int = 0) -> Table:
+    """A table of `df`'s `columns` (header, column, formatter); the last `footer_rows` rows set off by a rule."""
     table = Table(title=title)
     for header, _, fmt in columns:
         text = fmt in (str, _tail)
         table.add_column(header, justify="left" if text else "right", overflow="fold")
-    for row in df.to_dict("records"):
-        table.add_row(*(Text(fmt(row[col])) for _, col, fmt in columns))
+    records = df.to_dict("records")
+    for i, row in enumerate(records):
+        table.add_row(*(Text(fmt(row[col])) for _, col, fmt in columns),
+                      end_section=footer_rows > 0 and i == len(records) - footer_rows - 1)
     return table
 
 

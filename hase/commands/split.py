@@ -1,4 +1,5 @@
-"""`hase split MODEL.onnx --out DIR`: write one single-kernel ONNX model per node of ORT's kernel graph."""
+"""`hase split MODEL.onnx --out DIR`: write ORT's optimized graph and one single-kernel ONNX model per unique
+node of it (the kernels), with kernels.csv mapping every node to its kernel."""
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,11 @@ from hase.measure.types import EPConfig
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `split` subcommand."""
     p = sub.add_parser("split", help="split a model into single-kernel ONNX models",
-                       description="Apply ONNX Runtime's fusions (graph optimization level), then write one "
-                                   "single-node ONNX model per unique kernel plus kernels.csv (node -> kernel map).")
+                       description="Apply ONNX Runtime's fusions (graph optimization level) and write into --out: "
+                                   "optimized.onnx (the graph ORT runs, the kernel graph), one single-node ONNX "
+                                   "model <kernel_id>.onnx per unique kernel, kernels.csv (each node of "
+                                   "optimized.onnx -> its kernel file) and signatures.jsonl (each kernel's "
+                                   "signature).")
     p.add_argument("model", help="path to an .onnx model")
     p.add_argument("--out", required=True, help="output directory")
     add_input_shape_arg(p)
@@ -46,5 +50,8 @@ def run(args: argparse.Namespace) -> int:
         table.add_column(col, justify="right" if col != "op type" else "left")
     for op, (n, u) in sorted(result["by_op"].items(), key=lambda kv: -kv[1][0]):
         table.add_row(escape(op), str(n), str(u))
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    console.print(f"optimized graph: {result['optimized']}; node -> kernel: {out / 'kernels.csv'}", markup=False,
+                  soft_wrap=True)
     return 0

@@ -7,6 +7,7 @@ run of that graph, since ONNX shape inference does not know the com.microsoft fu
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -21,7 +22,7 @@ from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 from onnx.external_data_helper import load_external_data_for_model
 
 from hase.errors import HaseError
-from hase.kernels import probe
+from hase.kernels import lean, probe
 from hase.kernels.inputs import declared_dims, make_model_feeds
 from hase.kernels.memory import check_model_memory
 from hase.kernels.types import TensorSpec
@@ -39,8 +40,12 @@ KNOWN_DOMAINS = {
 }
 
 
-def load_model(path: PathLike, input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> onnx.ModelProto:
+def load_model(path: PathLike, input_shapes: Mapping[str, tuple[int, ...]] | None = None, *,
+               weights: bool = True) -> onnx.ModelProto:
     """Load and validate an ONNX file and give every input a static shape.
+
+    weights=False reads the graph without its large weights (`hase.kernels.lean`): they stay in the file,
+    referenced as external data that ONNX Runtime reads given `lean.EXTERNAL_FOLDER_CONFIG` = the file's folder.
 
     Raises HaseError for a missing or unreadable path (a directory, permission denied), a non-ONNX or truncated
     file, a missing external-data file, an op from a domain ONNX Runtime does not know, or an input whose shape
@@ -48,19 +53,36 @@ def load_model(path: PathLike, input_shapes: Mapping[str, tuple[int, ...]] | Non
     """
     p = Path(path)
     _check_readable(p)
-    try:
-        model = onnx.load(str(p), load_external_data=True)
-    except DecodeError as exc:
-        raise HaseError(f"{p} is not a valid ONNX file (truncated or another format): re-export it") from exc
-    except Exception as exc:  # onnx raises OSError/ValidationError/ValueError variants
-        _check_external_data(p)  # names a missing external-data file, if that is the cause
-        raise HaseError(f"{p} is not a valid ONNX file ({type(exc).__name__}): re-export it") from exc
+    model = _read_lean(p) if not weights else None
+    if model is None:
+        model = _read(p)
     if not model.graph.node:
         raise HaseError(f"{p} has no graph nodes: is it an ONNX model file?")
     check_domains(model)
     fix_input_shapes(model, input_shapes or {})
     name_nodes(model)
     return model
+
+
+def _read(p: Path) -> onnx.ModelProto:
+    """The whole model, external data loaded; a HaseError that names what is wrong with the file."""
+    try:
+        return onnx.load(str(p), load_external_data=True)
+    except DecodeError as exc:
+        raise HaseError(f"{p} is not a valid ONNX file (truncated or another format): re-export it") from exc
+    except Exception as exc:  # onnx raises OSError/ValidationError/ValueError variants
+        _check_external_data(p)  # names a missing external-data file, if that is the cause
+        raise HaseError(f"{p} is not a valid ONNX file ({type(exc).__name__}): re-export it") from exc
+
+
+def _read_lean(p: Path) -> onnx.ModelProto | None:
+    """The model without its large weights, or None when the file is not well-formed (`_read` then names the
+    problem exactly as for every other command)."""
+    try:
+        return lean.load_lean(p)
+    except (lean.NotLean, DecodeError, OSError, ValueError) as exc:
+        log.debug("%s: reading without weights failed (%s); reading it whole", p, exc)
+        return None
 
 
 def _check_readable(p: Path) -> None:
@@ -215,20 +237,41 @@ WEIGHTS_FILE = "weights.bin"
 
 
 def optimize_to(model: onnx.ModelProto | None, ep: EPConfig, directory: PathLike,
-                source: PathLike | None = None) -> Path:
+                source: PathLike | None = None, *, external_folder: PathLike | None = None,
+                discard_weights: bool = False) -> Path:
     """Save the model as ONNX Runtime optimizes it at the config's level (ORT's own fusions) into
     `directory`, with initializers over 1 KB in an external `weights.bin`; returns the model path.
-    `source`: the model's file, when `model` is exactly its content (ORT then reads it directly)."""
+
+    Args:
+        source: the model's file, when `model` is exactly its content (ORT then reads it directly).
+        external_folder: the folder of the model's external data, for a model read without its weights
+            (`load_model(weights=False)`): ORT gets the (small) model from memory and reads the weights there.
+        discard_weights: for callers that read back the graph only (shapes and structure, never values):
+            `weights.bin` is a link to the null device, so ORT does not write the weights out again (for a large
+            model, most of the cost of optimizing). Where no such link can be made they are written.
+    """
     out = Path(directory) / "optimized.onnx"
     src = Path(directory) / "source.onnx"
-    if source is None:
-        if model is None:
-            raise ValueError("optimize_to needs the model or the file it was loaded from")
-        onnx.save(model, str(src))  # ORT reads the file: no serialized copy held alongside the session
     config = {**probe.NO_PREPACK,
               "session.optimized_model_external_initializers_file_name": WEIGHTS_FILE,
               "session.optimized_model_external_initializers_min_size_in_bytes": "1024"}
-    sess = runtime.make_session(source or src, ep, optimized_model_path=str(out), config=config)
+    if discard_weights:
+        with contextlib.suppress(OSError):  # no symlinks here (e.g. Windows without the privilege): write them
+            os.symlink(os.devnull, Path(directory) / WEIGHTS_FILE)
+    model_src: PathLike | bytes
+    if external_folder is not None:
+        if model is None:
+            raise ValueError("optimize_to needs the model when its weights are in external_folder")
+        config[lean.EXTERNAL_FOLDER_CONFIG] = os.fspath(external_folder)
+        model_src = model.SerializeToString()  # small: the weights stay in their file
+    elif source is None:
+        if model is None:
+            raise ValueError("optimize_to needs the model or the file it was loaded from")
+        onnx.save(model, str(src))  # ORT reads the file: no serialized copy held alongside the session
+        model_src = src
+    else:
+        model_src = source
+    sess = runtime.make_session(model_src, ep, optimized_model_path=str(out), config=config)
     del sess
     src.unlink(missing_ok=True)
     return out
@@ -238,8 +281,9 @@ def kernel_graph(model: onnx.ModelProto, ep: EPConfig, seed: int = 0, with_weigh
                  source: PathLike | None = None) -> KernelGraph:
     """Optimize with ORT, then run the optimized graph once on the CPU to learn every tensor's spec.
 
-    with_weights=False (prediction) keeps large weights on disk only and learns shapes from ORT's
-    profile instead of exposing every tensor, so the kernels can be described but not built.
+    with_weights=False (prediction) keeps large weights on disk only and takes every shape from ORT's type
+    inference of the optimized graph (no run; a shapes-only run where ORT leaves a shape open), so the kernels
+    can be described but not built.
     `source`: the file `model` was loaded from, if load_model changed nothing (saves a copy).
     """
     check_model_memory(model, probe=with_weights)  # before ORT's optimizer (constant folding) or the probe run
@@ -252,7 +296,17 @@ def kernel_graph(model: onnx.ModelProto, ep: EPConfig, seed: int = 0, with_weigh
 def file_kernel_graph(path: PathLike, ep: EPConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
                       with_weights: bool = True) -> KernelGraph:
     """`kernel_graph` of a model file; when loading changed nothing, the parsed model is dropped before
-    ORT reads the file itself, so a large model is never held twice (what keeps `hase predict` lean)."""
+    ORT reads the file itself, so a large model is never held twice.
+
+    with_weights=False (what `hase predict` needs) never reads the large weights into this process: the
+    model is read without them (`load_model(weights=False)`), ORT reads them from the file while it
+    optimizes, and the optimized graph's weights are not written out again.
+    """
+    if not with_weights:
+        model = load_model(path, input_shapes, weights=False)
+        check_model_memory(model, probe=False)
+        feeds = make_model_feeds(model)
+        return _optimized_kernel_graph(model, feeds, ep, False, None, Path(path).parent)
     model = load_model(path, input_shapes)
     if input_shapes or any(RENAMED in n.name for n in model.graph.node):
         return kernel_graph(model, ep, with_weights=with_weights)
@@ -263,10 +317,16 @@ def file_kernel_graph(path: PathLike, ep: EPConfig, input_shapes: Mapping[str, t
 
 
 def _optimized_kernel_graph(model: onnx.ModelProto | None, feeds: dict[str, np.ndarray], ep: EPConfig,
-                            with_weights: bool, source: PathLike | None) -> KernelGraph:
-    """Optimize (from `model`, or from the file `source` when `model` is None), then learn every tensor's spec."""
+                            with_weights: bool, source: PathLike | None,
+                            external_folder: PathLike | None = None) -> KernelGraph:
+    """Optimize (from `model`, or from the file `source` when `model` is None), then learn every tensor's spec:
+    without weights from ORT's type inference where it gives every shape, else from a run."""
+    if not with_weights:
+        kg = _inferred_kernel_graph(model, feeds, ep, source, external_folder)
+        if kg is not None:
+            return kg
     with tempfile.TemporaryDirectory(prefix="hase_kg_") as tmp:
-        path = optimize_to(model, ep, tmp, source)
+        path = optimize_to(model, ep, tmp, source, external_folder=external_folder)
         opt = onnx.load(str(path), load_external_data=False)
         values = None
         if not with_weights:
@@ -279,3 +339,19 @@ def _optimized_kernel_graph(model: onnx.ModelProto | None, feeds: dict[str, np.n
             values = probe.observe_values(opt, feeds)
             with_weights = True
     return KernelGraph(opt, values, ep.opt_level, feeds, with_weights)
+
+
+def _inferred_kernel_graph(model: onnx.ModelProto | None, feeds: dict[str, np.ndarray], ep: EPConfig,
+                           source: PathLike | None, external_folder: PathLike | None) -> KernelGraph | None:
+    """The kernel graph without weights, every shape from ORT's type inference (`probe.infer_shapes`): no run,
+    and the optimized weights are discarded, never written. None when ORT leaves a shape open or this fails in
+    any way: the caller then optimizes again and runs the graph, which reports a real problem as it always has."""
+    with tempfile.TemporaryDirectory(prefix="hase_kg_") as tmp:
+        try:
+            path = optimize_to(model, ep, tmp, source, external_folder=external_folder, discard_weights=True)
+            opt = onnx.load(str(path), load_external_data=False)
+            values = probe.infer_shapes(opt, feeds)
+        except HaseError as exc:  # ShapesUnavailable included
+            log.debug("no shapes from ORT's type inference (%s); probing with a run", exc)
+            return None
+    return KernelGraph(opt, values, ep.opt_level, feeds, has_weights=False)

@@ -26,6 +26,9 @@ from hase.kernels.types import KernelNode, KernelSpec, TensorSpec
 from hase.measure.types import EPConfig
 
 SMALL_CONST = 64  # constant inputs with at most this many elements are hashed by value (shapes, axes)
+OPTIMIZED_FILE = "optimized.onnx"  # ORT's optimized graph (the kernel graph), written by split_to_dir
+OPTIMIZED_WEIGHTS = "optimized.weights.bin"  # its initializers over 1 KB, only when it is over protobuf's 2 GB
+PROTOBUF_MAX_BYTES = 2**31 - 1  # the largest message protobuf serializes
 
 
 def _attr_value(attr: onnx.AttributeProto) -> Any:
@@ -166,8 +169,9 @@ def iter_kernel_models(kg: KernelGraph) -> Iterator[tuple[onnx.NodeProto, onnx.M
 
 def split_to_dir(model_path: str | os.PathLike[str], out: str | os.PathLike[str], ep: EPConfig,
                  input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> dict[str, Any]:
-    """Split a model file and write `<kernel_id>.onnx` per unique kernel plus `kernels.csv` and
-    `signatures.jsonl`; each file appears only complete (written atomically).
+    """Split a model file and write `<kernel_id>.onnx` per unique kernel plus `kernels.csv`,
+    `signatures.jsonl` and `optimized.onnx` (ORT's optimized graph, whose nodes kernels.csv names); each file
+    appears only complete (written atomically).
 
     Returns a summary: node and unique-kernel counts, and per op type (nodes, unique kernels).
     """
@@ -181,13 +185,24 @@ def split_to_dir(model_path: str | os.PathLike[str], out: str | os.PathLike[str]
         write_atomic(folder / f"{kid}.onnx", kernel_model(kg, kg.nodes[kn.node_idx]).SerializeToString())
     write_atomic(folder / "kernels.csv", _kernels_csv(nodes))
     write_atomic(folder / "signatures.jsonl", "".join(kn.spec.to_json() + "\n" for kn in uniq.values()))
+    _write_optimized(kg.model, folder)  # last: over 2 GB it moves the model's weights out
     by_op: dict[str, list[int]] = {}
     for n in nodes:
         by_op.setdefault(n.spec.op_type, [0, 0])[0] += 1
     for kn in uniq.values():
         by_op[kn.spec.op_type][1] += 1
     return {"model": str(model_path), "out": str(folder), "n_nodes": len(nodes), "n_unique": len(uniq),
-            "by_op": by_op}
+            "optimized": str(folder / OPTIMIZED_FILE), "by_op": by_op}
+
+
+def _write_optimized(model: onnx.ModelProto, folder: Path) -> None:
+    """ORT's optimized graph as `optimized.onnx`, weights inline; over protobuf's 2 GB, its initializers over
+    1 KB go to `optimized.weights.bin` beside it (ONNX external data), which changes `model` in place."""
+    if model.ByteSize() <= PROTOBUF_MAX_BYTES:
+        write_atomic(folder / OPTIMIZED_FILE, model.SerializeToString())
+        return
+    onnx.save_model(model, str(folder / OPTIMIZED_FILE), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=OPTIMIZED_WEIGHTS, size_threshold=1024)
 
 
 def _kernels_csv(nodes: list[KernelNode]) -> str:

@@ -162,7 +162,7 @@ def collect_model(src: ModelSource, run: DeviceRun) -> None:
     model_settled = run.settled(job)
     if model_settled and all(run.settled(f"kernel:{k}") for k in run.store.model_kernels(digest, run.ep.opt_level)):
         return  # a settled model is visited again only for a kernel skip to retry
-    log.info("model %s on %s: splitting", src.name, run.ep.name)
+    log.debug("model %s on %s: splitting", src.name, run.ep.name)
     try:
         model = graph.load_model(src.path)
         kg = graph.kernel_graph(model, run.ep)
@@ -179,7 +179,7 @@ def collect_model(src: ModelSource, run: DeviceRun) -> None:
         run.notify("kernel", {"model": src.name, "op_type": kn.spec.op_type, "i": i, "n": len(uniq)})
         _collect_kernel(kg, kn, run)
     if not model_settled:
-        log.info("model %s on %s: full-model runs", model_id, run.ep.name)
+        log.debug("model %s on %s: full-model runs", model_id, run.ep.name)
         _collect_full_model(model, src, model_id, nodes, job, run)
 
 

@@ -30,14 +30,18 @@ class PipelinePrediction:
     """Per-stage predictions (`stage, streams, predicted_ms, per_stream_ms, note`) and pipeline figures.
 
     `cycle_ms` is the largest predicted stage time; `throughput_per_s` the smallest stage capacity
-    (streams / stage time), which is 1 / cycle when every stage has one stream.
+    (streams / stage time), which is 1 / cycle when every stage has one stream. Both are over the stages that
+    have a prediction, and those leave out the partition and merge of data-parallel stages: when `left_out`
+    names anything, `cycle_ms` is a lower bound (the work left out can only lengthen the cycle) and
+    `throughput_per_s` an upper bound (it can only lower the throughput).
     """
 
     stages: pd.DataFrame
     cycle_ms: float
     throughput_per_s: float
     bottleneck: str | None
-    complete: bool  # False when some stage could not be predicted (then cycle is a lower bound)
+    complete: bool  # every stage has a prediction (partition and merge of data-parallel stages never do)
+    left_out: tuple[str, ...] = ()  # work the figures leave out: "stage <name>", "<name> partition and merge"
 
 
 def predict_pipeline(target: PipelineSpec | PreparedPipeline, predictors: Predictors) -> PipelinePrediction:
@@ -56,12 +60,14 @@ def predict_pipeline(target: PipelineSpec | PreparedPipeline, predictors: Predic
                      S.PER_STREAM_MS: pred / st.streams, S.NOTE: _note(st.data_parallel, times)})
     df = pd.DataFrame(rows, columns=[S.STAGE, S.STREAMS, S.PREDICTED_MS, S.PER_STREAM_MS, S.NOTE])
     known = df.dropna(subset=[S.PREDICTED_MS])
+    left_out = tuple(f"stage {name}" for name in df[S.STAGE][df[S.PREDICTED_MS].isna()])
+    left_out += tuple(f"{st.name} partition and merge" for st in spec.stages if st.data_parallel)
     if known.empty:
-        return PipelinePrediction(df, math.nan, math.nan, None, False)
+        return PipelinePrediction(df, math.nan, math.nan, None, False, left_out)
     cycle = float(known[S.PREDICTED_MS].max())
     throughput = float((1e3 * known[S.STREAMS] / known[S.PREDICTED_MS]).min())
     bottleneck = str(known[S.STAGE].iat[int(known[S.PER_STREAM_MS].to_numpy().argmax())])
-    return PipelinePrediction(df, cycle, throughput, bottleneck, len(known) == len(df))
+    return PipelinePrediction(df, cycle, throughput, bottleneck, len(known) == len(df), left_out)
 
 
 def stage_predictors(spec: PipelineSpec, device_config: str,
@@ -122,10 +128,23 @@ def compare(prediction: PipelinePrediction, measured: PipelineSummary) -> pd.Dat
         if len(dp) and stage in set(dp[S.STAGE]):
             dev = dp[(dp[S.STAGE] == stage) & dp["part"].str.startswith("executor")]["mean_ms"].max()
             rows.append(_row(f"{stage} slowest device_ms", predicted, float(dev), "device part only"))
-    lower = "" if prediction.complete else "prediction is a lower bound (unpredicted stages)"
-    rows.append(_row(S.CYCLE_MS, prediction.cycle_ms, measured.cycle_mean_ms, lower))
-    rows.append(_row("throughput_per_s", prediction.throughput_per_s, measured.throughput_per_s, lower))
+    cycle_note, throughput_note = bound_notes(prediction)
+    rows.append(_row(S.CYCLE_MS, prediction.cycle_ms, measured.cycle_mean_ms, cycle_note))
+    rows.append(_row("throughput_per_s", prediction.throughput_per_s, measured.throughput_per_s, throughput_note))
     return pd.DataFrame(rows, columns=["figure", "predicted", "measured", S.ERROR_PCT, S.NOTE])
+
+
+def bound_notes(prediction: PipelinePrediction) -> tuple[str, str]:
+    """The notes of the predicted cycle and throughput: when the prediction leaves work out, the cycle is a lower
+    bound (more work can only lengthen it) and the throughput an upper bound; ("", "") when nothing is left out.
+
+    Example: stage `classify` not predicted -> ("lower bound: leaves out stage classify",
+    "upper bound: leaves out stage classify").
+    """
+    if not prediction.left_out:
+        return "", ""
+    what = "leaves out " + ", ".join(prediction.left_out)
+    return f"lower bound: {what}", f"upper bound: {what}"
 
 
 def _row(figure: str, predicted: float, measured: float, note: str) -> dict[str, object]:

@@ -124,9 +124,9 @@ def leave_family_out(data: D.DeviceData, target: str, make: MakePredictor, calib
                      progress: Progress | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every family held out in turn: (model rows for every calibration candidate, unseen-kernel rows)."""
     models, kernels = [], []
-    for fam in data.families:
+    for i, fam in enumerate(data.families, 1):
         if progress:
-            progress(f"{target}: holding out {fam}")
+            progress(f"{target}: holding out {fam} (fold {i}/{len(data.families)})")
         m, k = fold_frames(data, target, fam, make, calibrate_on)
         models.append(m)
         kernels.append(k)

@@ -124,10 +124,8 @@ def host_mismatches(ident: PredictorIdentity, host: HostInfo) -> list[str]:
     if host.ort_version and ident.execution_provider not in host.providers:
         out.append(f"{ident.execution_provider} is not available in this ONNX Runtime build "
                    f"(it has {', '.join(host.providers) or 'none'})")
-    threads = ident.intra_op_threads * max(ident.inter_op_threads, 1)
-    if threads > host.n_cpus:
-        out.append(f"{host.n_cpus} usable CPUs, fewer than the predictor's {ident.intra_op_threads} intra-op x "
-                   f"{ident.inter_op_threads} inter-op threads")
+    if ident.intra_op_threads > host.n_cpus:  # 0 (ORT chooses) never is
+        out.append(f"{host.n_cpus} usable CPUs, fewer than the predictor's {ident.intra_op_threads} intra-op threads")
     return out
 
 

@@ -140,7 +140,12 @@ class TrainResult:
 
 def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device: str | None = None,
           progress: CV.Progress | None = None) -> TrainResult:
-    """Train, cross-validate (leave-family-out) and save the predictors of one device configuration."""
+    """Train, cross-validate (leave-family-out) and save the predictors of one device configuration.
+
+    `progress`, when given, is called with a one-line message at the start of every stage once the store's data
+    is loaded and checked (each fold of each target, the final forests, the baselines, saving); the library
+    itself prints nothing.
+    """
     t0 = time.perf_counter()
     data = D.load_device_data(store_path, device)
     if len(data.families) < 2:
@@ -159,10 +164,14 @@ def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device
         train_rows.append(CV.in_sample(data, target, pred, cal))
         entries[target] = _target_entry(target, pred, CalibrationEntry(cal, _records(fit_data)), scores, held,
                                         kernels, train_rows[-1])
+    if progress:
+        progress("FLOPs baselines (leave-family-out)")
     baselines = B.baseline_lofo(data)
     manifest = _manifest(data, store_path, cfg, default_target, entries, baselines)
     saved = {t: p for t, p in finals.items() if cfg.save_targets == "all" or t == default_target}
     all_models = pd.concat([held, *train_rows], ignore_index=True)
+    if progress:
+        progress(f"saving to {Path(out_root) / data.device}")
     out = save_bundle(Path(out_root) / data.device, manifest, saved,
                       {CV_MODELS_CSV: all_models, CV_KERNELS_CSV: kernels, BASELINES_CSV: baselines})
     return TrainResult(data.device, out, default_target, scores, B.baseline_scores(baselines),

@@ -27,6 +27,7 @@ from hase.tables import require_columns
 
 GPU_WAIT_SHARE = 0.3  # after-Execute share of model_run above which a GPU run is "waiting for the GPU"
 OVERHEAD_SHARE = 0.25  # non-kernel share of model_run above which a CPU run is overhead-heavy
+NOISY_SPREAD = 1.5  # p90 / p10 of model_run over the counted runs above which the machine was too busy to trust
 
 
 def diagnose(summary: pd.Series, providers: pd.DataFrame) -> list[str]:
@@ -97,4 +98,19 @@ def warmup_finding(all_runs: pd.DataFrame, skip_runs: int) -> list[str]:
     if rest > 0 and first > 2 * rest:
         return [f"run 0 took {first / 1e3:.3f} ms vs a median {rest / 1e3:.3f} ms for the others: it includes "
                 f"one-time work (allocation, algorithm search); skip it (--skip-runs 1)"]
+    return []
+
+
+def noise_finding(per_run: pd.DataFrame) -> list[str]:
+    """A finding when the counted runs' model_run varies so much (p90 / p10 >= `NOISY_SPREAD`) that the
+    machine was busy: medians per run and per node then disagree, and neither is the model's own time."""
+    runs = per_run[MODEL_RUN_US]
+    if len(runs) < 3:
+        return []
+    p10, p90 = float(runs.quantile(0.1)), float(runs.quantile(0.9))
+    if p10 > 0 and p90 / p10 >= NOISY_SPREAD:
+        return [f"model_run varied from {float(runs.min()) / 1e3:.3f} to {float(runs.max()) / 1e3:.3f} ms over the "
+                f"{len(runs)} runs (p90 / p10 = {p90 / p10:.1f}): the machine was busy, so these figures carry its "
+                f"load (the per-op rows, medians per node, much less than the per-run decomposition); rerun on an "
+                f"idle machine"]
     return []

@@ -26,9 +26,12 @@ from hase.measure import runtime
 from hase.measure.types import EPConfig, Timing
 from hase.profiling import decompose as P
 from hase.profiling.events import load_profile
-from hase.profiling.findings import diagnose, warmup_finding
+from hase.profiling.findings import diagnose, noise_finding, warmup_finding
+from hase.tables import require_columns
 
 log = logging.getLogger(__name__)
+
+OP_TOTALS_TOLERANCE = 0.02  # relative gap between the per-op rows and kernel_time sum that the note explains
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,7 @@ class ProfileAnalysis:
     providers: pd.DataFrame  # provider_counts()
     findings: list[str]
     skip_runs: int
+    op_types_note: str  # op_totals_note(): how the per-op rows relate to kernel_time sum, and why they differ
 
 
 def analyze(events: pd.DataFrame, skip_runs: int = 0, top_n: int = 10) -> ProfileAnalysis:
@@ -168,7 +172,34 @@ def analyze(events: pd.DataFrame, skip_runs: int = 0, top_n: int = 10) -> Profil
     per_run = P.decompose(events, skip_runs)
     summary = P.summarize(per_run)
     providers = P.provider_counts(events, skip_runs)
-    findings = warmup_finding(all_runs, skip_runs) + diagnose(summary, providers)
-    return ProfileAnalysis(per_run=per_run, summary=summary, op_types=P.op_type_totals(events, skip_runs),
+    op_types = P.op_type_totals(events, skip_runs)
+    findings = warmup_finding(all_runs, skip_runs) + noise_finding(per_run) + diagnose(summary, providers)
+    return ProfileAnalysis(per_run=per_run, summary=summary, op_types=op_types,
                            top=P.top_nodes(events, top_n, skip_runs), providers=providers, findings=findings,
-                           skip_runs=skip_runs)
+                           skip_runs=skip_runs, op_types_note=op_totals_note(op_types, per_run))
+
+
+def op_totals_note(op_types: pd.DataFrame, per_run: pd.DataFrame) -> str:
+    """Why the per-op rows (`op_type_totals`) need not add up to the decomposition's kernel_time sum.
+
+    The rows add up per-node medians over the runs; kernel_time sum is the median over runs of each run's
+    total. Medians do not add up: a node's median leaves out the runs in which that node was slowed, a run's
+    total keeps whatever slowed it. On a busy machine, where slow-downs hit different nodes in different
+    runs, the rows can be a fraction of kernel_time sum. The note gives both figures, and the reason when
+    they differ by more than `OP_TOTALS_TOLERANCE`.
+    Example: two nodes of 1 ms, each slowed to 9 ms in a different one of 3 runs -> rows 2 ms (1 + 1),
+    per-run totals 10, 10, 2 ms -> kernel_time sum 10 ms, and a note saying the rows are 80% lower.
+    """
+    require_columns(op_types, (P.KERNEL_TIME_US,), "op_types", "build it with hase.profiling.decompose.op_type_totals")
+    require_columns(per_run, (P.KERNEL_TIME_SUM_US,), "per_run", "build it with hase.profiling.decompose.decompose")
+    rows, runs = float(op_types[P.KERNEL_TIME_US].sum()), per_run[P.KERNEL_TIME_SUM_US]
+    total = float(runs.median())
+    note = (f"Rows: each node's median over the {len(runs)} runs, summed: {rows / 1e3:.3f} ms. kernel_time sum "
+            f"above: each run's total, median over the runs: {total / 1e3:.3f} ms (runs {float(runs.min()) / 1e3:.3f} "
+            f"to {float(runs.max()) / 1e3:.3f} ms).")
+    if total > 0 and abs(rows - total) > OP_TOTALS_TOLERANCE * total:
+        note += (f" The rows are {abs(rows - total) / total:.0%} {'lower' if rows < total else 'higher'} because "
+                 f"medians do not add up: a node's median leaves out the runs in which that node was slowed, a run's "
+                 f"total keeps whatever slowed it, so slow-downs that hit different nodes in different runs "
+                 f"(run-to-run variation, large on a busy machine) count in kernel_time sum only.")
+    return note

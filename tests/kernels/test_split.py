@@ -113,7 +113,7 @@ def test_split_cli_writes_kernels(tmp_path, conv_model_path, capsys):
     with open(out / "kernels.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == summary["n_nodes"]
-    assert len(list(out.glob("*.onnx"))) == summary["n_unique"]
+    assert len(list(out.glob("*.onnx"))) == summary["n_unique"] + 1  # the kernels and optimized.onnx
     assert not list(out.glob(".*"))  # no temporary file left behind by the atomic writes
     for f in out.glob("*.onnx"):
         runtime.make_session(str(f), EP, opt_level="disabled")

@@ -433,7 +433,7 @@ def test_cli_checks_output_paths_before_running(tmp_path, capfd, monkeypatch):
     monkeypatch.setattr(profile_command, "profile_model", lambda *a, **k: pytest.fail("ran before checking outputs"))
     blocker = tmp_path / "file"
     blocker.write_text("")
-    for flags in (["--workdir", str(blocker)], ["--out-trace", str(blocker / "t.json")],
+    for flags in (["--keep-profile", str(blocker)], ["--out-trace", str(blocker / "t.json")],
                   ["--out-trace", str(tmp_path)]):
         assert main(["profile", str(model), "--input-shape", "x=1,3,16,16", *flags]) == 2
         err = capfd.readouterr().err

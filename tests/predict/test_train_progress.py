@@ -1,0 +1,55 @@
+"""`hase.predict.train.train` reports each step through its progress callback and prints nothing; `hase train`
+shows the steps as a spinner on a terminal and as one log line each elsewhere, so a log file sees them too."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from test_evaluate import TINY_CONFIG, build_tiny_store
+
+from hase.cli import main
+from hase.predict.train import load_train_config, train
+
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d INFO train cpu-1t: (.*) \[\d+ s\]$")
+STEPS = ["span: holding out convnet (fold 1/3)", "span: holding out embed (fold 2/3)",
+         "span: holding out mlp (fold 3/3)", "span: final forests on all families",
+         "FLOPs baselines (leave-family-out)"]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.getbasetemp() / "hase_tiny"  # shared with test_evaluate, built once
+    root.mkdir(exist_ok=True)
+    return build_tiny_store(root)
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "t.toml"
+    path.write_text(TINY_CONFIG.replace('targets = ["warm", "span"]', 'targets = ["span"]'))
+    return path
+
+
+def test_train_reports_every_step_and_prints_nothing(store, config, tmp_path, capfd):
+    steps: list[str] = []
+    train(store, tmp_path / "p", load_train_config(config), "cpu-1t", progress=steps.append)
+    assert steps == [*STEPS, f"saving to {tmp_path / 'p' / 'cpu-1t'}"]
+    assert capfd.readouterr() == ("", "")
+
+
+def test_cli_train_without_a_terminal_logs_each_step(store, config, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TTY_COMPATIBLE", "0")
+    assert main(["train", "--store", str(store), "--config", str(config), "--out", str(tmp_path / "p")]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    matches = [LOG_LINE.match(line) for line in lines]
+    assert all(matches), lines
+    assert [m.group(1) for m in matches if m] == [*STEPS, f"saving to {tmp_path / 'p' / 'cpu-1t'}", "done"]
+
+
+def test_cli_train_on_a_terminal_shows_a_spinner_not_log_lines(store, config, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    assert main(["train", "--store", str(store), "--config", str(config), "--out", str(tmp_path / "p")]) == 0
+    err = capsys.readouterr().err
+    assert "training cpu-1t: span: holding out" in err and "0:00:0" in err  # the step and its running clock
+    assert not any(LOG_LINE.match(line) for line in err.splitlines())
