@@ -28,10 +28,9 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from numpy.typing import NDArray
 
 from hase.errors import HaseError, first_line
@@ -43,13 +42,16 @@ from hase.predict.manifest import (
     DIGEST,
     FORMAT,
     MANIFEST,
-    PICKLE_FORMAT,
     RETRAIN,
     Manifest,
+    check_format,
     json_default,
     manifest_digest,
 )
 from hase.predict.predictor import KernelPredictor
+
+if TYPE_CHECKING:  # pragma: no cover - pandas loads only to save tables, never to predict
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +81,7 @@ def library_versions() -> dict[str, str]:
 
     from hase import __version__
     return {"hase": __version__, "scikit-learn": version("scikit-learn"), "numpy": np.__version__,
-            "pandas": pd.__version__, "python": sys.version.split()[0]}
+            "pandas": version("pandas"), "python": sys.version.split()[0]}
 
 
 def sha256_file(path: Path) -> str:
@@ -198,13 +200,8 @@ def read_manifest(path: str | Path) -> Manifest:
         raise HaseError(f"{d} has no {MANIFEST}: it is not a complete predictor; {RETRAIN}")
     _check_inside(d, MANIFEST)
     raw = _read_json(mf)
-    if not isinstance(raw, dict):
-        raise HaseError(f"{mf} holds a JSON {type(raw).__name__}, not a predictor manifest (an object): {RETRAIN}")
-    if raw.get("format") == PICKLE_FORMAT:
-        raise HaseError(f"{d} is an old {PICKLE_FORMAT} predictor of pickle files, which can run code when loaded; "
-                        f"Hase no longer loads them: {RETRAIN}")
-    if raw.get("format") != FORMAT:
-        raise HaseError(f"{mf} is not a {FORMAT} manifest: {RETRAIN}")
+    check_format(raw, str(mf))
+    assert isinstance(raw, dict)
     if raw.get(DIGEST) != manifest_digest(raw):
         what = "has no digest" if DIGEST not in raw else "does not match its digest"
         raise HaseError(f"{mf} {what}: it was edited or damaged after training, so its calibration and file "

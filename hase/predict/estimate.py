@@ -4,27 +4,57 @@
 
 The interval is the calibrated spread of the per-tree sums: draw d of every kernel comes from tree d
 of its forest, so a draw summed over the model's nodes is one sample of the model total.
+
+Nothing here imports pandas: `hase predict` starts in a fraction of the time (`ModelEstimate.frame()`
+gives a DataFrame to whoever wants one).
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+from numpy.typing import NDArray
 
 from hase import paths
 from hase.errors import HaseError
 from hase.kernels.types import KernelSpec
 from hase.predict.bundle import PredictorBundle, load_bundle, predictor_dir
 from hase.predict.calibration import Calibration
-from hase.predict.predictor import KEY, PRED_MS, SOURCE, SOURCE_OP, KernelPredictor
+from hase.predict.predictor import KEY, SOURCE, SOURCE_OP, KernelPredictor
+
+if TYPE_CHECKING:  # pragma: no cover - pandas loads only for `ModelEstimate.frame`
+    import pandas as pd
 
 NODE_NAME, OP_TYPE, KERNEL_ID, LOW_MS, HIGH_MS = "node_name", "op_type", "kernel_id", "low_ms", "high_ms"
 INTERVAL = (10.0, 90.0)  # percentiles of the trees' spread reported as the interval
+
+
+@dataclass(frozen=True)
+class KernelPrediction:
+    """One node of ORT's kernel graph: its kernel, the forest that predicted it (`key`, from its own op's
+    forest, its family's or the generic one: `source`) and the predicted time."""
+
+    node_name: str
+    kernel_id: str
+    op_type: str
+    key: str
+    source: str
+    pred_ms: float
+
+
+@dataclass(frozen=True)
+class OpTotal:
+    """Predicted time of one op type: kernels, sum and share of the model's kernel sum."""
+
+    op_type: str
+    n: int
+    pred_ms: float
+    share: float
 
 
 @dataclass(frozen=True)
@@ -40,23 +70,40 @@ class ModelEstimate:
     sum_ms: float
     n_kernels: int
     calibration: Calibration
-    kernels: pd.DataFrame = field(repr=False)
+    kernels: tuple[KernelPrediction, ...] = field(repr=False)
     timings_s: dict[str, float] = field(default_factory=dict)
 
     @property
-    def fallback(self) -> pd.DataFrame:
+    def fallback(self) -> list[KernelPrediction]:
         """Kernels not predicted by their own op's forest (family or generic forest instead)."""
-        return self.kernels[self.kernels[SOURCE] != SOURCE_OP]
+        return [k for k in self.kernels if k.source != SOURCE_OP]
 
-    def by_op(self) -> pd.DataFrame:
+    def fallback_counts(self) -> list[tuple[str, str, int]]:
+        """(op type, source, kernels) of the fallbacks, sorted by op type and source."""
+        counts: dict[tuple[str, str], int] = {}
+        for k in self.fallback:
+            counts[k.op_type, k.source] = counts.get((k.op_type, k.source), 0) + 1
+        return [(op, source, n) for (op, source), n in sorted(counts.items())]
+
+    def by_op(self) -> list[OpTotal]:
         """Per op type: kernels, predicted ms and share of the sum, largest first."""
-        g = self.kernels.groupby(OP_TYPE)[PRED_MS].agg(["size", "sum"]).rename(columns={"size": "n", "sum": PRED_MS})
-        g["share"] = g[PRED_MS] / max(self.sum_ms, 1e-12)
-        return g.sort_values(PRED_MS, ascending=False).reset_index()
+        groups: dict[str, list[float]] = {}
+        for k in self.kernels:
+            groups.setdefault(k.op_type, []).append(k.pred_ms)
+        totals = [OpTotal(op, len(v), float(np.sum(v)), float(np.sum(v)) / max(self.sum_ms, 1e-12))
+                  for op, v in sorted(groups.items())]
+        return sorted(totals, key=lambda t: -t.pred_ms)
 
-    def top(self, n: int = 10) -> pd.DataFrame:
-        """The n nodes with the largest predicted time."""
-        return self.kernels.nlargest(n, PRED_MS)
+    def top(self, n: int = 10) -> list[KernelPrediction]:
+        """The n nodes with the largest predicted time (the earlier node first among equals)."""
+        return sorted(self.kernels, key=lambda k: -k.pred_ms)[:max(n, 0)]
+
+    def frame(self) -> pd.DataFrame:
+        """The kernels as a DataFrame: node_name, kernel_id, op_type, key, source, pred_ms."""
+        import pandas as pd
+
+        columns = [f.name for f in dataclasses.fields(KernelPrediction)]
+        return pd.DataFrame([dataclasses.astuple(k) for k in self.kernels], columns=columns)
 
     def to_dict(self, top: int = 10) -> dict[str, Any]:
         """Everything `hase predict --json` prints for one model."""
@@ -65,34 +112,45 @@ class ModelEstimate:
             "model": self.model, "device": self.device, "target": self.target, "latency_ms": self.latency_ms,
             "interval_ms": [self.low_ms, self.high_ms], "interval": f"p{INTERVAL[0]:g}-p{INTERVAL[1]:g} of the trees",
             "sum_kernel_ms": self.sum_ms, "n_kernels": self.n_kernels, "calibration": self.calibration.to_dict(),
-            "by_op": self.by_op().to_dict("records"), "top_kernels": self.top(top).to_dict("records"),
-            "fallback": fb[[NODE_NAME, OP_TYPE, KEY, SOURCE]].to_dict("records"), "n_fallback": len(fb),
-            "timings_s": self.timings_s,
+            "by_op": [dataclasses.asdict(t) for t in self.by_op()],
+            "top_kernels": [dataclasses.asdict(k) for k in self.top(top)],
+            "fallback": [{NODE_NAME: k.node_name, OP_TYPE: k.op_type, KEY: k.key, SOURCE: k.source} for k in fb],
+            "n_fallback": len(fb), "timings_s": self.timings_s,
         }
 
 
-def compose(specs: Sequence[KernelSpec], predictor: KernelPredictor, calibration: Calibration,
-            n_draws: int = 64) -> tuple[pd.DataFrame, float, float, float, float]:
-    """Predict every node's kernel once per unique kernel and sum over nodes.
+@dataclass(frozen=True)
+class Composition:
+    """Per-node predictions of a kernel sequence (`keys`, `sources`, `pred_ms` in node order) and the
+    calibrated total with its interval."""
 
-    Returns (per-node frame, raw sum, calibrated latency, low, high); the interval is the calibrated
-    spread of the per-tree sums.
-    """
+    keys: list[str]
+    sources: list[str]
+    pred_ms: NDArray[np.float64]
+    sum_ms: float
+    latency_ms: float
+    low_ms: float
+    high_ms: float
+
+
+def compose(specs: Sequence[KernelSpec], predictor: KernelPredictor, calibration: Calibration,
+            n_draws: int = 64) -> Composition:
+    """Predict every node's kernel once per unique kernel and sum over nodes; the interval is the calibrated
+    spread of the per-tree sums."""
     unique: dict[str, KernelSpec] = {}
     for s in specs:
         unique.setdefault(s.kernel_id, s)  # one kernel_id is one signature: any occurrence will do
-    detail, draws = predictor.predict_detail(list(unique.values()), n_draws)
+    keys, sources, pred, draws = predictor.predict_routes(list(unique.values()), n_draws)
     position = {kernel_id: i for i, kernel_id in enumerate(unique)}
     rows = np.array([position[s.kernel_id] for s in specs], dtype=int)
-    frame = detail.iloc[rows].reset_index(drop=True)
-    frame.insert(0, KERNEL_ID, [s.kernel_id for s in specs])
-    frame.insert(1, OP_TYPE, [s.op_type for s in specs])
-    total = float(frame[PRED_MS].sum())
+    per_node = pred[rows]
+    total = float(per_node.sum())
     sums = draws[rows].sum(axis=0)
     n = len(specs)
     latency = float(calibration.apply(total, n))
     low, high = (float(v) for v in calibration.apply(np.percentile(sums, INTERVAL), n))
-    return frame, total, latency, min(low, latency), max(high, latency)
+    return Composition([keys[i] for i in rows], [sources[i] for i in rows], per_node, total, latency,
+                       min(low, latency), max(high, latency))
 
 
 def estimate_model(path: str | Path, bundle: PredictorBundle, target: str | None = None,
@@ -108,11 +166,12 @@ def estimate_model(path: str | Path, bundle: PredictorBundle, target: str | None
         raise HaseError(f"{path}: ONNX Runtime's optimized graph has no nodes to predict")
     t1 = time.perf_counter()
     cal = bundle.calibration(target)
-    frame, total, latency, low, high = compose([n.spec for n in nodes], bundle.predictors[target], cal)
-    frame.insert(0, NODE_NAME, [n.node_name for n in nodes])
+    c = compose([n.spec for n in nodes], bundle.predictors[target], cal)
+    kernels = tuple(KernelPrediction(n.node_name, n.spec.kernel_id, n.spec.op_type, key, source, float(ms))
+                    for n, key, source, ms in zip(nodes, c.keys, c.sources, c.pred_ms, strict=True))
     t2 = time.perf_counter()
-    return ModelEstimate(str(path), bundle.device, target, latency, low, high, total, len(nodes), cal, frame,
-                         {"graph_s": t1 - t0, "predict_s": t2 - t1})
+    return ModelEstimate(str(path), bundle.device, target, c.latency_ms, c.low_ms, c.high_ms, c.sum_ms, len(nodes),
+                         cal, kernels, {"graph_s": t1 - t0, "predict_s": t2 - t1})
 
 
 @dataclass(frozen=True)

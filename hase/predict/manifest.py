@@ -31,6 +31,17 @@ DIGEST = "digest"
 SECURITY_NOTE = ("no file here is a pickle: arrays load with allow_pickle=False, so loading runs no code; the digest "
                  "and sha256 values detect damaged or edited files, not a forger who recomputes them")
 RETRAIN = "retrain with `make train`"
+
+
+def check_format(raw: object, where: str) -> None:
+    """Refuse anything but a JSON object in today's format; an old pickle bundle is named as such (never loaded)."""
+    if not isinstance(raw, Mapping):
+        raise HaseError(f"{where} holds a JSON {type(raw).__name__}, not a predictor manifest (an object): {RETRAIN}")
+    if raw.get("format") == PICKLE_FORMAT:
+        raise HaseError(f"{where} is an old {PICKLE_FORMAT} predictor of pickle files, which can run code when "
+                        f"loaded; Hase no longer loads them: {RETRAIN}")
+    if raw.get("format") != FORMAT:
+        raise HaseError(f"{where} is not a {FORMAT} manifest: {RETRAIN}")
 Records = tuple[Mapping[str, Any], ...]
 
 
@@ -274,13 +285,7 @@ class Manifest:
         """The manifest parsed from its JSON object; a missing or mistyped key is a HaseError naming it.
 
         The digest is not checked here (`hase.predict.bundle.read_manifest` checks it before parsing)."""
-        if not isinstance(d, Mapping):
-            raise HaseError(f"a predictor manifest is a JSON object, not a {type(d).__name__}: {RETRAIN}")
-        if d.get("format") == PICKLE_FORMAT:
-            raise HaseError(f"this predictor is in the old {PICKLE_FORMAT} format (pickle files, which can run code "
-                            f"when loaded); Hase no longer loads it: {RETRAIN}")
-        if d.get("format") != FORMAT:
-            raise HaseError(f"not a {FORMAT} manifest: {RETRAIN}")
+        check_format(d, "this predictor")
         fixed = None if _value(d, "fixed_cost_ms", "") is None else _number(d, "fixed_cost_ms", "")
         targets = _table(d, "targets", "")
         return cls(

@@ -11,13 +11,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from hase.errors import HaseError
+
+if TYPE_CHECKING:  # pragma: no cover - pandas loads only for grouped tables, never to predict
+    import pandas as pd
 
 SCORE_COLUMNS = ("n", "rmse_ms", "rmspe", "acc5", "acc10", "mean_ratio", "median_ratio")
 
@@ -85,6 +87,8 @@ def grouped_metrics(frame: pd.DataFrame, by: str | list[str], y: str, yhat: str)
         family | y | p           ->   family | n | rmse_ms | rmspe | acc5 | acc10 | mean_ratio | median_ratio
         a      | 1 | 1.1               a      | 2 | ...
     """
+    import pandas as pd
+
     names = [by] if isinstance(by, str) else by
     rows = []
     for key, g in frame.groupby(by):

@@ -13,10 +13,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from hase.errors import HaseError
@@ -24,6 +23,9 @@ from hase.kernels.types import KernelSpec
 from hase.predict import features as F
 from hase.predict.forest import ARRAY_DTYPES, Member, PackedForest, fit_base, linear_base_ms, pack_forest
 from hase.predict.manifest import RETRAIN, PredictorSummary
+
+if TYPE_CHECKING:  # pragma: no cover - pandas loads only where a DataFrame is asked for
+    import pandas as pd
 
 SOURCE_OP, SOURCE_FAMILY, SOURCE_GENERIC = "op", "family", "generic"
 KEY, SOURCE, PRED_MS = "key", "source", "pred_ms"
@@ -182,7 +184,7 @@ class KernelPredictor:
 
     def predict(self, specs: Sequence[KernelSpec]) -> NDArray[np.float64]:
         """Predicted latency (ms) of each kernel."""
-        return self.predict_detail(specs)[0][PRED_MS].to_numpy(dtype=np.float64)
+        return self.predict_routes(specs)[2]
 
     def predict_detail(self, specs: Sequence[KernelSpec],
                        n_draws: int = 64) -> tuple[pd.DataFrame, NDArray[np.float64]]:
@@ -192,6 +194,14 @@ class KernelPredictor:
         one per kernel). Draw d of every kernel comes from tree d of its forest (cycled), so summing
         a draw over kernels gives one sample of the model total.
         """
+        import pandas as pd  # not at import time: `hase predict` runs without it (`predict_routes`)
+
+        keys, sources, pred, draws = self.predict_routes(specs, n_draws)
+        return pd.DataFrame({KEY: keys, SOURCE: sources, PRED_MS: pred}), draws
+
+    def predict_routes(self, specs: Sequence[KernelSpec], n_draws: int = 64
+                       ) -> tuple[list[str], list[str], NDArray[np.float64], NDArray[np.float64]]:
+        """`predict_detail` as plain columns: (keys, sources, mean predictions in ms, draws)."""
         routes = [self.route(s) for s in specs]
         pred = np.zeros(len(specs))
         draws = np.zeros((len(specs), max(n_draws, 1)))
@@ -205,8 +215,7 @@ class KernelPredictor:
             trees = self._tree_predictions(member, X) * member.base_ms(X, family)[None, :]
             pred[idx] = trees.mean(axis=0)
             draws[idx] = trees[np.arange(draws.shape[1]) % len(trees)].T
-        frame = pd.DataFrame({KEY: [r[0] for r in routes], SOURCE: [r[1] for r in routes], PRED_MS: pred})
-        return frame, draws
+        return [r[0] for r in routes], [r[1] for r in routes], pred, draws
 
     def _tree_predictions(self, member: Member, X: NDArray[np.float32]) -> NDArray[np.float64]:
         out = member.forest.predict_trees(X)

@@ -143,13 +143,13 @@ def test_the_digest_covers_every_value_and_only_the_values():
 
 @pytest.mark.parametrize("value", [[], "text", 3, None])
 def test_a_manifest_that_is_no_object_is_a_hase_error(value):
-    with pytest.raises(HaseError, match="a predictor manifest is a JSON object"):
+    with pytest.raises(HaseError, match="not a predictor manifest \\(an object\\)"):
         Manifest.from_dict(value)
 
 
 def test_the_old_pickle_format_is_refused_with_the_fix():
     d = {**as_json(sample_manifest(files={"warm.joblib": "ab" * 32})), "format": PICKLE_FORMAT}
-    with pytest.raises(HaseError, match=r"old hase-predictor/1 format \(pickle files.*retrain with `make train`"):
+    with pytest.raises(HaseError, match=r"old hase-predictor/1 predictor of pickle files.*retrain with `make train`"):
         Manifest.from_dict(d)
 
 

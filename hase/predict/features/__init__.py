@@ -11,8 +11,7 @@ variant where one op type holds kernels that behave differently (``FusedConv/dw`
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from hase.kernels.types import KernelSpec
 from hase.predict.features import conv, elementwise, generic, matmul, movement, reduce  # noqa: F401 - fill the registry
@@ -25,6 +24,9 @@ from hase.predict.features.registry import (
     get_family,
     has_family,
 )
+
+if TYPE_CHECKING:  # pragma: no cover - pandas loads only for the tables below, never to predict
+    import pandas as pd
 
 __all__ = [
     "GENERIC",
@@ -63,12 +65,16 @@ def generic_extract(spec: KernelSpec) -> dict[str, float]:
 
 def feature_frame(specs: Sequence[KernelSpec], family: FeatureFamily) -> pd.DataFrame:
     """One row per kernel, the family's columns in order (float64)."""
+    import pandas as pd
+
     rows = [family.extract(s) for s in specs]
     return pd.DataFrame(rows, columns=list(family.column_names), dtype="float64")
 
 
 def cost_frame(specs: Sequence[KernelSpec]) -> pd.DataFrame:
     """Per kernel: predictor key, family, FLOPs and bytes moved (what the FLOPs baselines sum)."""
+    import pandas as pd
+
     rows = []
     for s in specs:
         fam = family_of(s.op_type)
@@ -79,6 +85,8 @@ def cost_frame(specs: Sequence[KernelSpec]) -> pd.DataFrame:
 
 def describe() -> pd.DataFrame:
     """Every family's table: family, op types, column and meaning (for docs and `hase train --list-features`)."""
+    import pandas as pd
+
     rows = [{"family": f.name, "ops": ", ".join(f.ops) or "(any other op)", "column": c, "meaning": m}
             for f in families() for c, m in f.columns]
     return pd.DataFrame(rows, columns=["family", "ops", "column", "meaning"])
