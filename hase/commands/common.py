@@ -45,9 +45,24 @@ def add_target_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def add_input_shape_arg(parser: argparse.ArgumentParser) -> None:
-    """`--input-shape NAME=D0,D1,...`, repeatable: fixes symbolic input dimensions."""
+    """`--input-shape NAME=D0,D1,...` and `--free-dim NAME=SIZE`, both repeatable: fix symbolic input dimensions,
+    a whole input's shape or one named dimension in every input (read them with `input_shapes`)."""
     parser.add_argument("--input-shape", action="append", metavar=INPUT_SHAPE_METAVAR,
-                        help="fix a symbolic input dimension (repeatable)")
+                        help="the whole shape of an input with symbolic dimensions (repeatable)")
+    parser.add_argument("--free-dim", action="append", metavar="NAME=SIZE",
+                        help="the size of a named symbolic dimension in every input, e.g. batch=4 (repeatable; "
+                             "onnxruntime_perf_test's -f batch:4)")
+
+
+def input_shapes(args: argparse.Namespace, model: str) -> dict[str, tuple[int, ...]]:
+    """A command's `--input-shape` and `--free-dim` as the full shape of each input they set in `model`
+    (a HaseError for a malformed item, a name the model does not have or an input left symbolic)."""
+    from hase.kernels.graph import resolve_input_shapes
+    from hase.kernels.shapes import parse_free_dims, parse_input_shapes
+
+    shapes = parse_input_shapes(args.input_shape)
+    free = parse_free_dims(args.free_dim)
+    return resolve_input_shapes(model, shapes, free) if free else shapes
 
 
 def add_ep_arg(parser: argparse.ArgumentParser, *, default: str | None = "cpu",

@@ -22,9 +22,14 @@ from hase.commands.common import (
 from hase.errors import HaseError
 
 if TYPE_CHECKING:  # pragma: no cover - the predictor stack loads only when a command runs
+    from hase.measure.robust import BlockPolicy
+    from hase.predict.check import PredictionCheck
     from hase.predict.estimate import ModelEstimate, ModelResult
     from hase.predict.identity import UsedPredictor
     from hase.predict.metrics import Scores
+
+
+BLOCKS, NOISE_PCT = 5, 10.0  # --measure: timed blocks, and the spread of their medians that marks a noisy host
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,6 +44,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_target_arg(p)
     add_input_shape_arg(p)
     p.add_argument("--top", type=int, default=10, help="how many of the slowest kernels to list")
+    m = p.add_argument_group("checking a prediction (--measure)")
+    m.add_argument("--measure", action="store_true",
+                   help="also run each model here, in the predictor's configuration (execution provider, threads, "
+                        "optimization level), and print predicted vs measured latency with the error, and the top "
+                        "kernels' predicted vs in-model time (ORT profile). Measured latency is the minimum of the "
+                        "block medians (warm-up, then --blocks blocks of IOBinding runs), with its spread")
+    m.add_argument("--blocks", type=int, default=None, help=f"timed blocks per model (default {BLOCKS})")
+    m.add_argument("--noise-bound", type=float, default=None, metavar="PCT",
+                   help=f"flag a measurement whose block medians differ by more than PCT %% (default {NOISE_PCT:g})")
     add_json_arg(p, "print JSON (one object per model, a list for several)")
     p.set_defaults(func=run)
 
@@ -62,36 +76,61 @@ def model_files(items: list[str]) -> list[Path]:
 
 def run(args: argparse.Namespace) -> int:
     """Predict every model named; in batch mode a model that fails is listed and the exit status is 2."""
-    from hase.kernels.graph import parse_input_shapes
+    from hase.kernels.shapes import parse_free_dims, parse_input_shapes
+    from hase.predict.check import PredictionCheck, check_models
     from hase.predict.estimate import ModelEstimate, PredictFailure, estimate_models
     from hase.predict.identity import open_predictor
 
     if args.top < 0:
         raise HaseError(f"--top must be >= 0 (got {args.top})")
+    policy = measure_policy(args)
     t0 = time.perf_counter()
     files = model_files(args.models)
-    shapes = parse_input_shapes(args.input_shape)
+    shapes, free = parse_input_shapes(args.input_shape), parse_free_dims(args.free_dim)
     used = open_predictor(args.device, args.predictors, args.target)
     bundle = used.bundle
     load_s = time.perf_counter() - t0
-    results = estimate_models(files, bundle, args.target, shapes)
+    estimates = estimate_models(files, bundle, args.target, shapes, free)
+    results: Sequence[ModelResult | PredictionCheck] = estimates if policy is None else check_models(
+        estimates, bundle, shapes, free, policy=policy, top=args.top)
     failures = [r for r in results if isinstance(r, PredictFailure)]
     if len(results) == 1 and failures:  # one model: its error is the command's error (one line, no warning)
         raise HaseError(failures[0].error)
     warn_host(used)  # beside predictions, which it is about
     if args.json:
-        out = [r.to_dict(args.top) if isinstance(r, ModelEstimate) else r.to_dict() for r in results]
+        out = [r.to_dict() if isinstance(r, PredictFailure) else r.to_dict(args.top) for r in results]
         for o in out:
             o.setdefault("timings_s", {})["load_predictor_s"] = load_s
             o["predictor"] = used.to_dict()
         print(json.dumps(out[0] if len(out) == 1 else out, indent=1, default=float))
-    elif len(results) == 1 and isinstance(results[0], ModelEstimate):
-        print_predictor(used)
-        print_one(results[0], args.top, bundle.manifest.target(results[0].target).held_out)
+        return 2 if failures else 0
+    print_predictor(used)
+    one = results[0] if len(results) == 1 else None
+    if isinstance(one, ModelEstimate):
+        print_one(one, args.top, bundle.manifest.target(one.target).held_out)
+    elif isinstance(one, PredictionCheck):
+        print_one(one.estimate, args.top, bundle.manifest.target(one.estimate.target).held_out)
+        print_check(one)
+    elif policy is not None:
+        print_check_batch(results, time.perf_counter() - t0)
     else:
-        print_predictor(used)
-        print_batch(results, time.perf_counter() - t0)
+        print_batch(estimates, time.perf_counter() - t0)
     return 2 if failures else 0
+
+
+def measure_policy(args: argparse.Namespace) -> BlockPolicy | None:
+    """The robust timing of `--measure` (None without it); --blocks and --noise-bound need --measure."""
+    from hase.measure.robust import BlockPolicy
+
+    if not args.measure:
+        if args.blocks is not None or args.noise_bound is not None:
+            raise HaseError("--blocks and --noise-bound set how --measure times a model: add --measure")
+        return None
+    blocks = BLOCKS if args.blocks is None else args.blocks
+    noise_pct = NOISE_PCT if args.noise_bound is None else args.noise_bound
+    if blocks < 1 or not noise_pct > 0:
+        raise HaseError(f"--blocks must be >= 1 and --noise-bound > 0 (got {blocks} and {noise_pct:g})")
+    return BlockPolicy(blocks=blocks, noise_bound=noise_pct / 100)
 
 
 def print_predictor(used: UsedPredictor) -> None:
@@ -124,21 +163,20 @@ def print_one(est: ModelEstimate, top: int, held_out: Scores) -> None:
     ops = Table(title="per op type")
     for col in ("op type", "kernels", "Σ ms", "share"):
         ops.add_column(col, justify="left" if col == "op type" else "right")
-    for r in est.by_op().itertuples():
+    for r in est.by_op():
         ops.add_row(escape(str(r.op_type)), str(r.n), f"{r.pred_ms:.3f}", f"{r.share:.0%}")
     c.print(ops)
     tk = Table(title=f"top {top} kernels by predicted time")
     for col in ("node", "op type", "ms", "predictor"):
         tk.add_column(col, justify="right" if col == "ms" else "left")
-    for r in est.top(top).itertuples():
-        tk.add_row(escape(str(r.node_name)[:60]), escape(str(r.op_type)), f"{r.pred_ms:.4f}",
-                   escape(f"{r.key} ({r.source})"))
+    for k in est.top(top):
+        tk.add_row(escape(str(k.node_name)[:60]), escape(str(k.op_type)), f"{k.pred_ms:.4f}",
+                   escape(f"{k.key} ({k.source})"))
     c.print(tk)
     fb = est.fallback
-    if len(fb):
-        counts = fb.groupby(["op_type", "source"]).size().reset_index(name="n")
+    if fb:
         c.print(f"[yellow]{len(fb)} kernels used a fallback forest[/] (no forest of their own): "
-                + escape(", ".join(f"{r.op_type} x{r.n} -> {r.source}" for r in counts.itertuples())))
+                + escape(", ".join(f"{op} x{n} -> {source}" for op, source, n in est.fallback_counts())))
     else:
         c.print("every kernel was predicted by its own op type's forest")
 
@@ -158,3 +196,62 @@ def print_batch(results: Sequence[ModelResult], wall_s: float) -> None:
             t.add_row(escape(Path(r.model).name), str(r.n_kernels), f"{r.sum_ms:.3f}", f"{r.latency_ms:.3f}",
                       f"{r.low_ms:.3f}–{r.high_ms:.3f}", str(len(r.fallback)))
     c.print(t)
+
+
+def print_check(check: PredictionCheck) -> None:
+    """Predicted vs measured (the robust statistic, its spread, the error) and the top kernels vs in-model time."""
+    c = Console(highlight=False)
+    m, ep = check.measured, check.ep
+    c.print(f"measured here: [bold]{m.latency_ms:.3f} ms[/] ({m.statistic}: {len(m.block_medians_ms)} blocks, "
+            f"{m.n_runs} runs after {m.warmup} warm-up, IOBinding; all runs p10 {m.p10_ms:.3f} / median "
+            f"{m.median_ms:.3f} / p90 {m.p90_ms:.3f} ms) with the predictor's configuration: {escape(ep.provider)}, "
+            f"{ep.intra_op_threads} intra-op / {ep.inter_op_threads} inter-op threads, {escape(ep.opt_level)} "
+            f"optimization; ORT {escape(str(check.device_meta.get('ort_version', '?')))} on "
+            f"{escape(str(check.device_meta.get('cpu_model', '?')))}")
+    c.print(f"prediction error [bold]{check.error_pct:+.1f} %[/] (predicted {check.estimate.latency_ms:.3f} ms)")
+    medians = ", ".join(f"{v:.3f}" for v in m.block_medians_ms)
+    if m.noisy:
+        c.print(f"[yellow]noisy host: the block medians ({medians} ms) differ by {m.spread:.0%}, more than the "
+                f"{m.noise_bound:.0%} bound[/]; the measurement (and the error) is less certain: rerun on a quiet "
+                f"machine or with more --blocks")
+    else:
+        c.print(f"block medians {medians} ms (spread {m.spread:.1%}, within the {m.noise_bound:.0%} bound)")
+    t = Table(title=f"top {len(check.kernels)} kernels: predicted vs in-model (ORT kernel_time, profiled run)")
+    for col in ("node", "op type", "predicted ms", "in-model ms", "error"):
+        t.add_column(col, justify="left" if col in ("node", "op type") else "right")
+    for k in check.kernels:
+        err = k.error_pct
+        t.add_row(escape(k.node_name[:60]), escape(k.op_type), f"{k.pred_ms:.4f}",
+                  "not profiled" if k.measured_ms is None else f"{k.measured_ms:.4f}",
+                  "" if err is None else f"{err:+.0f} %")
+    c.print(t)
+    c.print(f"Σ kernel: predicted {check.estimate.sum_ms:.3f} ms, in-model kernel_time {check.kernel_time_sum_ms:.3f} "
+            f"ms over {check.n_profiled_nodes} profiled nodes"
+            + (f"; {check.n_unmatched} predicted nodes not in the profile (ORT named them differently)"
+               if check.n_unmatched else ""))
+
+
+def print_check_batch(results: Sequence[ModelResult | PredictionCheck], wall_s: float) -> None:
+    """One row per model: predicted, measured (with its spread) and the error; failures with their reason."""
+    from hase.predict.check import PredictionCheck
+    from hase.predict.estimate import PredictFailure
+
+    c = Console(highlight=False)
+    t = Table(title=f"{len(results)} models predicted and measured in {wall_s:.1f} s")
+    for col in ("model", "kernels", "predicted ms", "measured ms", "p10–p90 ms", "error", "host"):
+        t.add_column(col, justify="left" if col in ("model", "host") else "right")
+    checks = [r for r in results if isinstance(r, PredictionCheck)]
+    for r in results:
+        if isinstance(r, PredictFailure):
+            t.add_row(escape(Path(r.model).name), "", "", "[red]error[/]", "", "", escape(r.error[:60]))
+        elif isinstance(r, PredictionCheck):
+            m = r.measured
+            t.add_row(escape(Path(r.estimate.model).name), str(r.estimate.n_kernels), f"{r.estimate.latency_ms:.3f}",
+                      f"{m.latency_ms:.3f}", f"{m.p10_ms:.3f}–{m.p90_ms:.3f}", f"{r.error_pct:+.1f} %",
+                      f"[yellow]noisy ({m.spread:.0%})[/]" if m.noisy else "quiet")
+    c.print(t)
+    if checks:
+        errors = sorted(abs(r.error_pct) for r in checks)
+        within = sum(1 for e in errors if e <= 10)
+        c.print(f"{within} of {len(checks)} within ±10 %; median |error| {errors[len(errors) // 2]:.1f} %; "
+                f"measured latency = {checks[0].measured.statistic}")

@@ -24,7 +24,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from hase.commands.common import add_ep_args, add_input_shape_arg, add_json_arg
+from hase.commands.common import add_ep_args, add_input_shape_arg, add_json_arg, input_shapes
 from hase.errors import HaseError
 from hase.files import check_output_dir, check_output_file
 from hase.measure.types import EPConfig, Timing
@@ -132,11 +132,9 @@ def _analyze_and_report(args: argparse.Namespace, events: pd.DataFrame, profile_
 
 
 def _profile(args: argparse.Namespace, folder: Path) -> ProfileResult:
-    from hase.kernels.graph import parse_input_shapes
-
     ep = EPConfig(name=args.ep, ep=args.ep, intra_op_threads=args.threads, opt_level=args.opt_level)
     return profile_model(args.model, ep, runs=args.runs, warmup=args.warmup,
-                         input_shapes=parse_input_shapes(args.input_shape), workdir=folder)
+                         input_shapes=input_shapes(args, args.model), workdir=folder)
 
 
 # ---------------------------------------------------------------- JSON

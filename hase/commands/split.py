@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from hase.commands.common import add_ep_args, add_input_shape_arg, add_json_arg
+from hase.commands.common import add_ep_args, add_input_shape_arg, add_json_arg, input_shapes
 from hase.files import check_output_dir, removed_on_error
 from hase.kernels.split import split_to_dir
 from hase.measure.types import EPConfig
@@ -34,11 +34,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Split the model into one ONNX file per unique kernel and print (or print as JSON) what was written."""
-    from hase.kernels.graph import parse_input_shapes
-
     ep = EPConfig(name=args.ep, ep=args.ep, opt_level=args.opt_level)
     out = check_output_dir(args.out, "--out")
-    shapes = parse_input_shapes(args.input_shape)
+    shapes = input_shapes(args, args.model)
     with removed_on_error(out):  # a failed split (bad model, full disk) leaves no kernel files behind
         result = split_to_dir(args.model, out, ep, shapes)
     if args.json:

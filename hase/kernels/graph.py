@@ -1,9 +1,14 @@
-"""Load and validate ONNX models, fix symbolic input shapes, and build the kernel graph.
+"""Load and validate ONNX models, fix symbolic input shapes (`hase.kernels.shapes`), and build the kernel graph.
 
 The kernel graph is the model as ONNX Runtime runs it: ORT's own optimizer (at the device config's
 level, `extended` by default) fuses nodes (FusedConv, FusedGemm, com.microsoft Gelu/LayerNorm, ...)
 and the saved optimized graph is what Hase splits. Tensor shapes and value ranges come from one ORT
 run of that graph, since ONNX shape inference does not know the com.microsoft fused ops.
+
+Prediction needs shapes, never values, and takes the cheap road (`with_weights=False`): the model is read
+without its weights (`hase.kernels.lean`; ORT maps them from the file), the optimized weights are not
+written out, and every shape comes from ORT's own type inference of the optimized graph (no run; a
+shapes-only run where ORT leaves a shape open). The kernels, their ids and the prediction are the same.
 """
 from __future__ import annotations
 
@@ -14,7 +19,6 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
@@ -23,10 +27,15 @@ from onnx.external_data_helper import load_external_data_for_model
 
 from hase.errors import HaseError
 from hase.kernels import lean, probe
-from hase.kernels.inputs import declared_dims, make_model_feeds
+from hase.kernels.inputs import make_model_feeds
 from hase.kernels.memory import check_model_memory
+from hase.kernels.shapes import (  # noqa: F401 - the parsers stay importable from here, as before
+    MAX_DIM,
+    fix_input_shapes,
+    parse_free_dims,
+    parse_input_shapes,
+)
 from hase.kernels.types import TensorSpec
-from hase.limits import format_shape
 from hase.measure import runtime
 from hase.measure.types import EPConfig
 
@@ -41,8 +50,9 @@ KNOWN_DOMAINS = {
 
 
 def load_model(path: PathLike, input_shapes: Mapping[str, tuple[int, ...]] | None = None, *,
-               weights: bool = True) -> onnx.ModelProto:
-    """Load and validate an ONNX file and give every input a static shape.
+               weights: bool = True, free_dims: Mapping[str, int] | None = None) -> onnx.ModelProto:
+    """Load and validate an ONNX file and give every input a static shape (`input_shapes` by input name,
+    then `free_dims` by the name of a symbolic dimension, e.g. {"batch": 4}: see `fix_input_shapes`).
 
     weights=False reads the graph without its large weights (`hase.kernels.lean`): they stay in the file,
     referenced as external data that ONNX Runtime reads given `lean.EXTERNAL_FOLDER_CONFIG` = the file's folder.
@@ -59,7 +69,7 @@ def load_model(path: PathLike, input_shapes: Mapping[str, tuple[int, ...]] | Non
     if not model.graph.node:
         raise HaseError(f"{p} has no graph nodes: is it an ONNX model file?")
     check_domains(model)
-    fix_input_shapes(model, input_shapes or {})
+    fix_input_shapes(model, input_shapes or {}, free_dims)
     name_nodes(model)
     return model
 
@@ -132,48 +142,6 @@ def check_domains(model: onnx.ModelProto) -> None:
             )
 
 
-def fix_input_shapes(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ...]]) -> None:
-    """Set the given inputs' shapes in place; any remaining symbolic, unknown or zero dimension is an error."""
-    inits = {i.name for i in model.graph.initializer}
-    inputs = {vi.name: vi for vi in model.graph.input if vi.name not in inits}
-    unknown = set(input_shapes) - set(inputs)
-    if unknown:
-        raise HaseError(f"--input-shape names unknown inputs {sorted(unknown)}: "
-                        f"the model's inputs are {sorted(inputs)}")
-    for name, vi in inputs.items():
-        dims = vi.type.tensor_type.shape.dim
-        if name in input_shapes:
-            _set_dims(name, dims, tuple(int(d) for d in input_shapes[name]))
-        else:
-            _check_static(name, declared_dims(vi))
-
-
-def _check_static(name: str, dims: list[int | str | None]) -> None:
-    """An input's declared shape must be static and non-empty; the message shows the shape as declared."""
-    example = ",".join(str(d) if isinstance(d, int) and d > 0 else "1" for d in dims)
-    fix = f"pass --input-shape {name}={example or 'D0,D1,...'}"
-    shown = format_shape(dims)
-    sizes = [d for d in dims if isinstance(d, int)]
-    if len(sizes) < len(dims):
-        raise HaseError(f"input {name!r} has symbolic shape {shown}: {fix} (your sizes for the named dimensions)")
-    if any(d < 0 for d in sizes):
-        raise HaseError(f"input {name!r} has an invalid static shape {shown} (a negative dimension): re-export it")
-    if 0 in sizes:
-        raise HaseError(f"input {name!r} has static shape {shown} with a zero dimension (an empty tensor): "
-                        f"Hase needs non-empty inputs; {fix}")
-
-
-def _set_dims(name: str, dims: Any, shape: tuple[int, ...]) -> None:
-    """Overwrite an input's dimensions with `shape`; a rank or fixed-dimension mismatch is an error."""
-    if len(shape) != len(dims):
-        raise HaseError(f"--input-shape {name} has rank {len(shape)} but the model's input has rank {len(dims)}")
-    for d, v in zip(dims, shape, strict=True):
-        if d.HasField("dim_value") and d.dim_value > 0 and d.dim_value != v:
-            raise HaseError(f"--input-shape {name}: dimension {v} conflicts with the model's fixed {d.dim_value}")
-        d.Clear()
-        d.dim_value = v
-
-
 RENAMED = "_hase"  # infix of node names load_model made up
 
 
@@ -186,29 +154,19 @@ def name_nodes(model: onnx.ModelProto) -> None:
         seen.add(node.name)
 
 
-MAX_DIM = 2**62  # beyond any real tensor, and inside ONNX's int64 dimensions
-
-
-def parse_input_shapes(items: list[str] | None) -> dict[str, tuple[int, ...]]:
-    """Parse CLI `name=1,3,224,224` (or `name=1x3x224x224`) items into a shape dict; every dimension >= 1.
-
-    Sizes are checked against the memory limit later, when the model says each input's dtype.
-    """
-    shapes: dict[str, tuple[int, ...]] = {}
-    for item in items or []:
-        name, sep, dims = item.partition("=")
-        try:
-            shape = tuple(int(d) for d in dims.replace("x", ",").split(",") if d.strip())
-        except ValueError:
-            shape = ()
-        if not sep or not name.strip() or not shape:
-            raise HaseError(f"bad --input-shape {item!r}: write NAME=D0,D1,... e.g. input=1,3,224,224")
-        if min(shape) < 1 or max(shape) > MAX_DIM:
-            bad = next(d for d in shape if d < 1 or d > MAX_DIM)
-            raise HaseError(f"bad --input-shape {item!r}: dimension {bad} is "
-                            f"{'not >= 1 (an empty or negative size)' if bad < 1 else 'too large'}; "
-                            f"every dimension must be a size >= 1")
-        shapes[name] = shape
+def resolve_input_shapes(path: PathLike, input_shapes: Mapping[str, tuple[int, ...]],
+                         free_dims: Mapping[str, int]) -> dict[str, tuple[int, ...]]:
+    """`input_shapes` plus the full static shape of every input `free_dims` sets in the model at `path`, for
+    functions that take input shapes only; a HaseError when a free dimension or an input is not the model's
+    or an input stays symbolic. Reads the graph, not the weights."""
+    if not free_dims:
+        return dict(input_shapes)
+    model = load_model(path, input_shapes, weights=False, free_dims=free_dims)
+    inits = {i.name for i in model.graph.initializer}
+    shapes = dict(input_shapes)
+    for vi in model.graph.input:
+        if vi.name not in inits and vi.name not in shapes:
+            shapes[vi.name] = tuple(int(d.dim_value) for d in vi.type.tensor_type.shape.dim)  # load_model checked
     return shapes
 
 
@@ -221,6 +179,7 @@ class KernelGraph:
     opt_level: str
     feeds: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
     has_weights: bool = True
+    _initializers: dict[str, onnx.TensorProto] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def nodes(self) -> list[onnx.NodeProto]:
@@ -229,8 +188,12 @@ class KernelGraph:
 
     @property
     def initializers(self) -> dict[str, onnx.TensorProto]:
-        """Constant tensors by name (a new dict on each call: keep it while looping)."""
-        return {t.name: t for t in self.model.graph.initializer}
+        """Constant tensors by name (built once, and again when initializers were added or removed; read-only:
+        `split` asks for it once per node)."""
+        inits = self.model.graph.initializer
+        if len(self._initializers) != len(inits):
+            self._initializers = {t.name: t for t in inits}
+        return self._initializers
 
 
 WEIGHTS_FILE = "weights.bin"
@@ -294,7 +257,7 @@ def kernel_graph(model: onnx.ModelProto, ep: EPConfig, seed: int = 0, with_weigh
 
 
 def file_kernel_graph(path: PathLike, ep: EPConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
-                      with_weights: bool = True) -> KernelGraph:
+                      with_weights: bool = True, free_dims: Mapping[str, int] | None = None) -> KernelGraph:
     """`kernel_graph` of a model file; when loading changed nothing, the parsed model is dropped before
     ORT reads the file itself, so a large model is never held twice.
 
@@ -303,12 +266,12 @@ def file_kernel_graph(path: PathLike, ep: EPConfig, input_shapes: Mapping[str, t
     optimizes, and the optimized graph's weights are not written out again.
     """
     if not with_weights:
-        model = load_model(path, input_shapes, weights=False)
+        model = load_model(path, input_shapes, weights=False, free_dims=free_dims)
         check_model_memory(model, probe=False)
         feeds = make_model_feeds(model)
         return _optimized_kernel_graph(model, feeds, ep, False, None, Path(path).parent)
-    model = load_model(path, input_shapes)
-    if input_shapes or any(RENAMED in n.name for n in model.graph.node):
+    model = load_model(path, input_shapes, free_dims=free_dims)
+    if input_shapes or free_dims or any(RENAMED in n.name for n in model.graph.node):
         return kernel_graph(model, ep, with_weights=with_weights)
     check_model_memory(model, probe=with_weights)
     feeds = make_model_feeds(model)

@@ -5,6 +5,7 @@ must see positive values; random data of the right dtype is not enough.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ from hase.kernels.types import TensorSpec
 from hase.limits import check_tensor, format_shape
 
 
+@functools.cache  # asked for every tensor of every model: a dict lookup, not a numpy dtype each time
 def np_dtype(elem_type: int) -> str:
     """numpy dtype name of an ONNX TensorProto element type."""
     try:

@@ -74,33 +74,38 @@ def _numel(t: onnx.TensorProto) -> int:
 
 
 def _lean_model(buf: mmap.mmap, location: str, min_elements: int) -> bytes:
-    """The ModelProto's bytes with the graph's large inline initializers replaced by references."""
+    """The ModelProto's bytes with the graph's large inline initializers replaced by references; everything
+    else is copied in runs of untouched bytes."""
     out = bytearray()
     for field, wire, start, value, end in _fields(buf, 0, len(buf)):
         if field == _MODEL_GRAPH and wire == _LEN:
             graph = bytearray()
+            copied = value  # bytes before this offset are in `graph`
             for gfield, gwire, gstart, gvalue, gend in _fields(buf, value, end):
-                if gfield == _GRAPH_INITIALIZER and gwire == _LEN:
-                    graph += _length_delimited(_GRAPH_INITIALIZER, _lean_tensor(buf, gvalue, gend, location,
-                                                                                min_elements))
-                else:
-                    graph += buf[gstart:gend]
+                # fewer payload bytes than elements cannot hold a large tensor: not worth a look
+                if gfield == _GRAPH_INITIALIZER and gwire == _LEN and gend - gvalue > min_elements:
+                    tensor = _lean_tensor(buf, gvalue, gend, location, min_elements)
+                    if tensor is not None:
+                        graph += buf[copied:gstart]
+                        graph += _length_delimited(_GRAPH_INITIALIZER, tensor)
+                        copied = gend
+            graph += buf[copied:end]
             out += _length_delimited(_MODEL_GRAPH, bytes(graph))
         else:
             out += buf[start:end]
     return bytes(out)
 
 
-def _lean_tensor(buf: mmap.mmap, start: int, end: int, location: str, min_elements: int) -> bytes:
-    """One TensorProto's bytes: unchanged, or (large, with one raw_data field) a reference to that field's bytes."""
+def _lean_tensor(buf: mmap.mmap, start: int, end: int, location: str, min_elements: int) -> bytes | None:
+    """A large TensorProto with one raw_data field as a reference to that field's bytes; None to keep it as is."""
     raw = [(fstart, value, fend) for field, wire, fstart, value, fend in _fields(buf, start, end)
            if field == _TENSOR_RAW_DATA and wire == _LEN]
     if len(raw) != 1:
-        return bytes(buf[start:end])
+        return None
     fstart, value, fend = raw[0]
     tensor = onnx.TensorProto.FromString(bytes(buf[start:fstart]) + bytes(buf[fend:end]))
     if _numel(tensor) <= min_elements or tensor.data_location == onnx.TensorProto.EXTERNAL:
-        return bytes(buf[start:end])
+        return None
     tensor.data_location = onnx.TensorProto.EXTERNAL
     del tensor.external_data[:]
     for key, v in (("location", location), ("offset", str(value)), ("length", str(fend - value))):
@@ -162,12 +167,17 @@ def _length_delimited(field: int, payload: bytes) -> bytes:
     return _encode_varint(field << 3 | _LEN) + _encode_varint(len(payload)) + payload
 
 
+def _location(t: onnx.TensorProto) -> str:
+    return next((e.value for e in t.external_data if e.key == "location"), "")
+
+
 def check_external_data(model: onnx.ModelProto, path: Path) -> None:
     """Every external-data reference of the graph's initializers names a file inside the model's folder that
-    holds its bytes (what `onnx.load` checks when it reads them); a HaseError names the first that does not."""
+    holds its bytes (what `onnx.load` checks when it reads them); a HaseError names the first that does not.
+    References into the model file itself are the ones `load_lean` made, at offsets it read from the file."""
     folder = path.parent.resolve()
     for t in model.graph.initializer:
-        if not uses_external_data(t):
+        if not uses_external_data(t) or _location(t) == path.name:  # none, or a reference load_lean made
             continue
         try:
             info = ExternalDataInfo(t)

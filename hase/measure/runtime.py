@@ -165,6 +165,12 @@ def time_loop(fns: Sequence[Callable[[], object]], policy: TimingPolicy, *,
     Passing several callables (e.g. sessions of the same kernel with their own weights) rotates
     between them, which is how Hase measures kernels with cold weights. `clock` returns seconds.
     """
+    return Timing.from_samples(time_samples(fns, policy, clock=clock))
+
+
+def time_samples(fns: Sequence[Callable[[], object]], policy: TimingPolicy, *,
+                 clock: Callable[[], float] = time.perf_counter) -> list[float]:
+    """`time_loop`'s per-run durations in seconds, in order (for statistics over several loops)."""
     for i in range(policy.warmup):
         fns[i % len(fns)]()
     samples: list[float] = []
@@ -181,7 +187,7 @@ def time_loop(fns: Sequence[Callable[[], object]], policy: TimingPolicy, *,
             break
         if n >= policy.min_runs and elapsed >= policy.min_time_s:
             break
-    return Timing.from_samples(samples)
+    return samples
 
 
 # ---------------------------------------------------------------- device metadata

@@ -154,13 +154,15 @@ def compose(specs: Sequence[KernelSpec], predictor: KernelPredictor, calibration
 
 
 def estimate_model(path: str | Path, bundle: PredictorBundle, target: str | None = None,
-                   input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> ModelEstimate:
-    """A model file's latency on the bundle's device: ORT kernel graph -> kernels -> forests -> alpha*sum+beta."""
+                   input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+                   free_dims: Mapping[str, int] | None = None) -> ModelEstimate:
+    """A model file's latency on the bundle's device: ORT kernel graph -> kernels -> forests -> alpha*sum+beta.
+    `input_shapes` (by input) and `free_dims` (by symbolic dimension) fix symbolic input shapes."""
     from hase.kernels import graph, split
 
     t0 = time.perf_counter()
     target = bundle.target(target)
-    kg = graph.file_kernel_graph(path, bundle.ep_config(), input_shapes, with_weights=False)
+    kg = graph.file_kernel_graph(path, bundle.ep_config(), input_shapes, with_weights=False, free_dims=free_dims)
     nodes = split.split(kg)
     if not nodes:
         raise HaseError(f"{path}: ONNX Runtime's optimized graph has no nodes to predict")
@@ -190,12 +192,13 @@ ModelResult = ModelEstimate | PredictFailure
 
 
 def estimate_models(paths: Sequence[str | Path], bundle: PredictorBundle, target: str | None = None,
-                    input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> list[ModelResult]:
+                    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+                    free_dims: Mapping[str, int] | None = None) -> list[ModelResult]:
     """`estimate_model` for each file, in order; a file that fails with a HaseError becomes a PredictFailure."""
     results: list[ModelResult] = []
     for path in paths:
         try:
-            results.append(estimate_model(path, bundle, target, input_shapes))
+            results.append(estimate_model(path, bundle, target, input_shapes, free_dims))
         except HaseError as exc:
             results.append(PredictFailure(str(path), str(exc)))
     return results

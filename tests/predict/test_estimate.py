@@ -43,10 +43,10 @@ def test_compose_counts_every_node_and_brackets_the_latency(predictors):
     specs = [n.spec for n in split.split(graph.kernel_graph(conv_bn_relu_model(c=8, hw=16), EPConfig()))]
     pred = bundle.predictors["span"]
     cal = Calibration("scale", "ols", 2.0, 0.5, 0.0)
-    frame, total, latency, low, high = compose(specs + specs[:1], pred, cal, n_draws=16)
-    assert len(frame) == len(specs) + 1 and frame["kernel_id"].iloc[-1] == frame["kernel_id"].iloc[0]
-    assert total == pytest.approx(pred.predict(specs).sum() + pred.predict(specs[:1])[0])
-    assert latency == pytest.approx(2 * total + 0.5) and low <= latency <= high
+    c = compose(specs + specs[:1], pred, cal, n_draws=16)
+    assert len(c.pred_ms) == len(c.keys) == len(specs) + 1 and c.pred_ms[-1] == c.pred_ms[0]
+    assert c.sum_ms == pytest.approx(pred.predict(specs).sum() + pred.predict(specs[:1])[0])
+    assert c.latency_ms == pytest.approx(2 * c.sum_ms + 0.5) and c.low_ms <= c.latency_ms <= c.high_ms
 
 
 def test_estimate_model_reports_sum_calibration_and_fallbacks(predictors, tmp_path):
@@ -60,11 +60,16 @@ def test_estimate_model_reports_sum_calibration_and_fallbacks(predictors, tmp_pa
     m.ir_version = 8
     onnx.save(m, tmp_path / "odd.onnx")
     est = estimate_model(tmp_path / "odd.onnx", load_bundle(predictors / "cpu-1t"))
-    assert est.n_kernels == 2 and (est.kernels["pred_ms"] > 0).all()
-    assert set(est.fallback["op_type"]) == {"Sin", "CumSum"}
-    assert est.kernels.set_index("op_type").loc["CumSum", "source"] == "generic"
+    assert est.n_kernels == 2 and all(k.pred_ms > 0 for k in est.kernels)
+    assert {k.op_type for k in est.fallback} == {"Sin", "CumSum"}
+    assert {k.op_type: k.source for k in est.kernels}["CumSum"] == "generic"
+    assert [n for _, _, n in est.fallback_counts()] == [1, 1]
     d = est.to_dict()
     assert d["n_fallback"] == 2 and d["latency_ms"] == pytest.approx(est.calibration.apply(est.sum_ms, 2))
+    frame = est.frame()  # the same kernels as a DataFrame, for whoever wants one
+    assert list(frame["node_name"]) == ["sin", "cumsum"] and frame["pred_ms"].sum() == pytest.approx(est.sum_ms)
+    assert d["by_op"] == sorted(d["by_op"], key=lambda r: -r["pred_ms"])
+    assert sum(r["n"] for r in d["by_op"]) == 2 and sum(r["share"] for r in d["by_op"]) == pytest.approx(1)
 
 
 def test_predict_model_latency_and_cli(predictors, tmp_path, capsys):
