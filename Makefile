@@ -24,7 +24,12 @@ endif
 PREDICTORS ?= data/predictors
 REPORT ?= reports
 
-.PHONY: setup demo test test-fast lint typecheck zoo collect train report bench clean
+# Real exported models of third-party architectures (../shared/models/devset/build.sh, about 10 minutes; kept out of
+# git): `make devset` builds them, `make devset-eval` predicts and measures them with the shipped predictor (resumable).
+DEVSET ?= models/dev
+DEVSET_OUT ?= reports/devset
+
+.PHONY: setup demo test test-fast lint typecheck zoo collect train report bench clean devset devset-eval
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +72,12 @@ train: setup
 
 report: setup
 	$(HASE) evaluate --store $(STORE) --predictors $(PREDICTORS) --device cpu-1t --out $(REPORT)
+
+devset:
+	bash ../shared/models/devset/build.sh $(DEVSET)
+
+devset-eval: setup
+	$(HASE) evaluate --devset $(DEVSET) --device cpu-1t --out $(DEVSET_OUT)
 
 bench: setup
 	$(BIN)/python benchmarks/bench_collect.py --zoo $(ZOO)

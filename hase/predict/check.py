@@ -96,7 +96,8 @@ def check_prediction(path: str | Path, bundle: PredictorBundle, target: str | No
                      free_dims: Mapping[str, int] | None = None, *, policy: BlockPolicy | None = None,
                      top: int = 10, profile_runs: int = 1, estimate: ModelEstimate | None = None) -> PredictionCheck:
     """Predict `path` (unless `estimate` is given), measure it in the predictor's configuration, and compare
-    its `top` slowest predicted kernels with their in-model time from `profile_runs` profiled runs."""
+    its `top` slowest predicted kernels with their in-model time from `profile_runs` profiled runs (0: no
+    profiled run, so no in-model kernel times: every `KernelCheck.measured_ms` is None)."""
     from hase.kernels.graph import resolve_input_shapes
     from hase.measure import runtime
 
@@ -105,7 +106,7 @@ def check_prediction(path: str | Path, bundle: PredictorBundle, target: str | No
     ep = bundle.ep_config()
     t0 = time.perf_counter()
     measured = measure_latency(path, ep, shapes, policy)
-    in_model = kernel_times_ms(path, ep, shapes, profile_runs)
+    in_model = kernel_times_ms(path, ep, shapes, profile_runs) if profile_runs > 0 else {}
     checks = tuple(KernelCheck(k.node_name, k.op_type, k.kernel_id, k.pred_ms, in_model.get(k.node_name))
                    for k in est.top(top))
     unmatched = sum(1 for k in est.kernels if k.node_name not in in_model)

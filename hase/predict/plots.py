@@ -1,4 +1,5 @@
-"""The evaluation report's four plots: each a PNG with a title for people and a caption saying what to look for.
+"""The evaluation report's plots (four, and one of the real exported models): each a PNG with a title for
+people and a caption saying what to look for.
 
 Drawing only: the numbers come from `hase.predict.evaluate`, the page around them from `hase.predict.report`.
 """
@@ -18,6 +19,8 @@ from hase.predict.ratios import CALIBRATED_HELD_OUT_MS, CALIBRATED_TRAIN_MS
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
+
+    from hase.predict.devset import DevsetEvaluation
 
 SOURCES = {  # ratio column -> short label, in the order of seed 001's closing table
     "sum_kernel_time_ratio": "Σ kernel_time (profiler)",
@@ -169,3 +172,38 @@ def _horizontal() -> dict[str, Any]:
 
 def _pct(p: float) -> str:
     return f"RMSPE {p:.0f} %" if pd.notna(p) else "RMSPE —"
+
+
+def devset_plot(dev: DevsetEvaluation) -> Plot:
+    """Predicted vs measured latency of the real exported models: Hase by group, and the FLOPs+bytes line."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    from hase.predict import devset as V
+
+    matplotlib.use("Agg")
+    title = "Real exported models: predicted vs measured latency"
+    caption = ("One dot per model and batch size, predicted by Hase (filled, by group) and by the FLOPs+bytes "
+               "straight line fitted on the other models (hollow grey). Dots inside the grey band are within ±10 % "
+               "of the latency measured here, in the predictor's own configuration (min of block medians).")
+    data = V.with_baselines(dev.rows)
+    fig, ax = plt.subplots(figsize=(7, 5), dpi=90)
+    if data.empty:
+        _nothing(ax, "no model was measured")
+    else:
+        y = data[V.MEASURED_MS].astype(float)
+        x = np.geomspace(float(y.min()) * 0.7, float(y.max()) * 1.4, 50)
+        ax.fill_between(x, x * 0.9, x * 1.1, color="0.85", label="±10 %")
+        ax.plot(x, x, color="0.4", lw=1)
+        ax.scatter(y, data["flops+bytes"], s=16, facecolors="none", edgecolors="0.55", label="FLOPs+bytes line")
+        for marker, (group, g) in zip("osD^v", data.groupby(V.GROUP), strict=False):
+            ax.scatter(g[V.MEASURED_MS].astype(float), g[V.PREDICTED_MS].astype(float), s=20, marker=marker,
+                       label=f"Hase, {group}")
+        ax.set(xscale="log", yscale="log", xlabel="measured latency (ms)", ylabel="predicted latency (ms)")
+        ax.legend(fontsize=7, loc="upper left")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return Plot("devset", title, caption, buf.getvalue())

@@ -21,15 +21,17 @@ import pandas as pd
 from hase.errors import HaseError
 from hase.files import write_atomic
 from hase.predict import dataset as D
-from hase.predict.baselines import BASELINE
+from hase.predict import devset as V
+from hase.predict.baselines import BASELINE, MODEL_BYTES, MODEL_FLOPS
 from hase.predict.crossval import CALIBRATION, SPLIT, TARGET
 from hase.predict.evaluate import TARGET_ACC10, TARGET_RMSPE, Evaluation, evaluate_predictor
 from hase.predict.metrics import SCORE_COLUMNS, Scores
-from hase.predict.plots import SOURCES, Plot, render_plots
+from hase.predict.plots import SOURCES, Plot, devset_plot, render_plots
 from hase.predict.predictor import KEY
 from hase.predict.ratios import CALIBRATED_HELD_OUT_MS, SCOPE, SOURCE_COLUMN, ratio_column
 
 CHOSEN = "chosen"
+MEASURED_MIN_MS = "measured_min_ms"  # the devset's robust measured_ms, shown apart from the store's median
 SHARE_COLUMNS, PERCENT_COLUMNS = ("acc5", "acc10"), ("rmspe",)
 SOURCE_DOCS = {  # summary `source` value (a latency column) -> what it is
     "sum_kernel_time_ms": "sum of the `kernel_time` events ORT's profiler records in a profiled run of the "
@@ -72,6 +74,23 @@ COLUMNS: dict[str, str] = {
     KEY: "the forest that predicted the kernels: an op type's own (`Conv`), else a `family:NAME` or the "
          "`generic` fallback",
     **{col: f"{label} / measured latency" for col, label in SOURCES.items()},
+    V.MODEL: "the model's file in the models folder",
+    V.GROUP: "`transformer` when the model has attention (a Softmax; conv/attention hybrids included), `CNN` when "
+             "it has convolutions (three or more), else `other`; `all` scores every row",
+    V.BATCH: "the batch size the row was predicted and measured at (a static model's own, or 1, 2, 4, 8 set "
+             "through the symbolic batch dimension)",
+    V.METHOD: "`hase`: this predictor; `flops` / `flops+bytes`: a straight line in model FLOPs (and bytes moved) "
+              "fitted by relative least squares on every other model's rows (leave-one-model-out)",
+    V.PREDICTED_MS: "latency predicted by `hase predict` (ms)",
+    MEASURED_MIN_MS: "latency measured on this host in the predictor's configuration: the minimum of the block "
+                     "medians of IOBinding runs (ms), robust to a busy host",
+    V.ERROR_PCT: "(predicted - measured) / measured, in %",
+    V.MEDIAN_ERROR_PCT: "median over the rows of (predicted - measured) / measured, in %: the typical bias",
+    V.SPREAD: "(largest - smallest block median) / smallest: how much the host's speed moved while measuring",
+    V.NOISY: "`yes` when the spread is over the noise bound: the measured figure is less certain",
+    D.N_KERNELS: "nodes in ONNX Runtime's optimized graph that the predictor summed",
+    MODEL_FLOPS: "the model's floating-point operations, summed over its kernels (what the baselines fit on)",
+    MODEL_BYTES: "bytes the model's kernels read and write, summed (the second input of the FLOPs+bytes line)",
 }
 
 
@@ -92,25 +111,41 @@ def report_predictor(store_path: str | Path, predictor_path: str | Path, out_dir
     return ev, write_report(ev, out_dir)
 
 
-def write_report(ev: Evaluation, out_dir: str | Path) -> dict[str, Path]:
+def write_report(ev: Evaluation | None, out_dir: str | Path, dev: V.DevsetEvaluation | None = None) -> dict[str, Path]:
     """Write CSVs, report.md (+ PNG plots) and report.html (plots embedded) to `out_dir`; returns the paths.
 
-    Every file is written atomically, so a reader never sees half a report file.
+    `dev` adds the real exported models' section (its scores as devset_scores.csv; its rows are the devset CSV
+    `evaluate_devset` keeps); without `ev` the report is that section alone. Every file is written atomically,
+    so a reader never sees half a report file.
     """
+    if ev is None and dev is None:
+        raise HaseError("nothing to report: give a store's evaluation, a devset evaluation or both")
     out = Path(out_dir)
     paths: dict[str, Path] = {}
-    tables = {"models": ev.models, "summary": ev.summary, "candidates": ev.candidates, "baselines": ev.baselines,
-              "baseline_scores": ev.baseline_scores, "kernels_by_key": ev.kernels, "families": ev.families}
+    tables = {} if ev is None else {
+        "models": ev.models, "summary": ev.summary, "candidates": ev.candidates, "baselines": ev.baselines,
+        "baseline_scores": ev.baseline_scores, "kernels_by_key": ev.kernels, "families": ev.families}
+    if dev is not None:
+        tables["devset_scores"] = dev.scores
     for name, frame in tables.items():
         paths[f"{name}.csv"] = write_atomic(out / f"{name}.csv", frame.to_csv(index=False))
-    plots = render_plots(ev)
+    plots = all_plots(ev, dev)
     for name, plot in plots.items():
         paths[f"{name}.png"] = write_atomic(out / "plots" / f"{name}.png", plot.png)
-    paths["headline.json"] = write_atomic(out / "headline.json",
-                                          json.dumps(ev.headline.to_dict(), indent=1, default=_num) + "\n")
-    paths["report.md"] = write_atomic(out / "report.md", markdown(ev, plots))
-    paths["report.html"] = write_atomic(out / "report.html", html_page(ev, plots))
+    if ev is not None:
+        paths["headline.json"] = write_atomic(out / "headline.json",
+                                              json.dumps(ev.headline.to_dict(), indent=1, default=_num) + "\n")
+    paths["report.md"] = write_atomic(out / "report.md", markdown(ev, plots, dev=dev))
+    paths["report.html"] = write_atomic(out / "report.html", html_page(ev, plots, dev))
     return paths
+
+
+def all_plots(ev: Evaluation | None, dev: V.DevsetEvaluation | None = None) -> dict[str, Plot]:
+    """The store evaluation's plots (when `ev` is given), then the devset's (when `dev` is)."""
+    plots = render_plots(ev) if ev is not None else {}
+    if dev is not None:
+        plots["devset"] = devset_plot(dev)
+    return plots
 
 
 def _num(v: Any) -> Any:
@@ -230,6 +265,43 @@ def sections(ev: Evaluation) -> list[Section]:
     ]
 
 
+def devset_lines(dev: V.DevsetEvaluation) -> list[str]:
+    """The devset's headline figures as Markdown bullet points: Hase, then each baseline, over every row."""
+    rows = V.with_baselines(dev.rows)
+    cfg = ", ".join(f"{k} {rows[k].iloc[0]}" for k in ("cpu_model", "opt_level", "intra_op_threads")) if len(rows) \
+        else "nothing measured"
+    n_err = int((dev.rows[V.ERROR].fillna("") != "").sum())
+    lines = [f"- real exported models: {len(rows)} rows ({rows[V.MODEL].nunique() if len(rows) else 0} models"
+             f"{f', {n_err} could not be evaluated' if n_err else ''}), predictor `{dev.predictor_device}`, measured "
+             f"here ({cfg})"]
+    if dev.host_mismatches:
+        lines.append(f"- this host differs from the predictor's machine: {'; '.join(dev.host_mismatches)}")
+    for _, r in dev.scores[dev.scores[V.GROUP] == V.ALL].iterrows():
+        lines.append(f"- real exported models, {r[V.METHOD]}: ±10 % **{_pct(r['acc10'])}**, RMSPE "
+                     f"**{r['rmspe']:.1f} %**, median error {r[V.MEDIAN_ERROR_PCT]:+.1f} % over {r['n']} rows"
+                     if r["n"] else f"- real exported models, {r[V.METHOD]}: no rows to score")
+    return lines
+
+
+def devset_sections(dev: V.DevsetEvaluation) -> list[Section]:
+    """The real exported models' tables: scores by group against the baselines, then every row."""
+    rows = dev.rows.rename(columns={V.MEASURED_MS: MEASURED_MIN_MS})
+    rows = rows[rows[V.ERROR].fillna("") == ""].sort_values([V.GROUP, V.MODEL, V.BATCH])
+    shown = [V.MODEL, V.GROUP, V.BATCH, V.PREDICTED_MS, MEASURED_MIN_MS, V.ERROR_PCT, V.SPREAD, V.NOISY,
+             D.N_KERNELS, MODEL_FLOPS, MODEL_BYTES]
+    return [
+        Section("devset", "Real exported models",
+                "Models exported by third-party libraries (none in the training zoo), predicted by this predictor "
+                "and measured on this host in the predictor's own configuration, by group, beside straight lines in "
+                "FLOPs and in FLOPs and bytes fitted on the other models (leave-one-model-out). A model with a "
+                "symbolic batch dimension is scored at batch 1, 2, 4 and 8.",
+                dev.scores[list(V.SCORE_TABLE)]),
+        Section("devset_models", "Real exported models, one row per model and batch",
+                "Worst predictions show where the predictor extrapolates; `noisy` rows were measured while the host's "
+                "speed moved.", rows[shown]),
+    ]
+
+
 def _same_sums(ev: Evaluation) -> str:
     """Why the Σ in-model span and Σ kernel_time rows read the same, when they do."""
     span, kernel_time = D.SUM_COLUMNS["span"], D.SUM_COLUMNS["kernel_time"]
@@ -262,16 +334,34 @@ def glossary(shown: Sequence[pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]
 # ---------------------------------------------------------------------- Markdown
 
 
-def markdown(ev: Evaluation, plots: dict[str, Plot], plot_dir: str = "plots") -> str:
+DEVSET_READING = ("Measured = the minimum of the block medians of IOBinding runs on this host, in the predictor's "
+                  "configuration. Every column is explained in the [glossary](#glossary).")
+
+
+def _page(ev: Evaluation | None, dev: V.DevsetEvaluation | None) -> tuple[str, list[str], str, list[Section]]:
+    """(title, headline lines, how to read it, sections) of a report of `ev`, `dev` or both."""
+    lines = headline_lines(ev) if ev is not None else []
+    secs = sections(ev) if ev is not None else []
+    if dev is not None:
+        lines += devset_lines(dev)
+        secs += devset_sections(dev)
+    device = ev.device if ev is not None else f"real exported models, {dev.predictor_device if dev else ''}"
+    return f"Hase evaluation: {device}", lines, READING if ev is not None else DEVSET_READING, secs
+
+
+def markdown(ev: Evaluation | None, plots: dict[str, Plot], plot_dir: str = "plots",
+             dev: V.DevsetEvaluation | None = None) -> str:
     """The Markdown report: headline, plots with captions, the tables, the glossary."""
-    parts = [f"# Hase evaluation: {ev.device}", "", *headline_lines(ev), "", READING, ""]
+    title, lines, reading, secs = _page(ev, dev)
+    parts = [f"# {title}", "", *lines, "", reading, ""]
     for name, p in plots.items():
         parts += [f"### {p.title}", "", f"![{p.title}]({plot_dir}/{name}.png)", "", p.caption, ""]
-    secs = sections(ev)
     for s in secs:
         parts += [f"## {s.title}", "", s.intro, "", md_table(s.table), ""]
     columns, sources = glossary([s.table for s in secs])
-    parts += ["## Glossary", "", md_table(columns), "", "### Sources", "", md_table(sources), ""]
+    parts += ["## Glossary", "", md_table(columns), ""]
+    if ev is not None:
+        parts += ["### Sources", "", md_table(sources), ""]
     return "\n".join(parts)
 
 
@@ -329,11 +419,11 @@ def html_table(frame: pd.DataFrame, css: str = "", markup: bool = False) -> str:
             f"<tbody>\n{rows}</tbody></table></div>")
 
 
-def html_page(ev: Evaluation, plots: dict[str, Plot]) -> str:
+def html_page(ev: Evaluation | None, plots: dict[str, Plot], dev: V.DevsetEvaluation | None = None) -> str:
     """A self-contained HTML page: the Markdown report's content, plots inlined as base64 PNG."""
-    secs = sections(ev)
+    title, lines, reading, secs = _page(ev, dev)
     columns, sources = glossary([s.table for s in secs])
-    heads = "".join(f"<li>{inline_html(line[2:])}</li>" for line in headline_lines(ev))
+    heads = "".join(f"<li>{inline_html(line[2:])}</li>" for line in lines)
     toc = " · ".join(f'<a href="#{a}">{html.escape(t)}</a>' for a, t in
                      [("plots", "Plots"), *((s.anchor, s.title) for s in secs), ("glossary", "Glossary")])
     figs = "".join(
@@ -341,11 +431,12 @@ def html_page(ev: Evaluation, plots: dict[str, Plot]) -> str:
         f"<figcaption>{inline_html(p.caption)}</figcaption></figure>" for p in plots.values())
     body = "".join(f'<h2 id="{s.anchor}">{html.escape(s.title)}</h2><p class="intro">{inline_html(s.intro)}</p>'
                    f"{html_table(s.table)}" for s in secs)
-    title = f"Hase evaluation: {html.escape(ev.device)}"
+    title = html.escape(title)
+    glossed = f'<h3>Sources</h3>{html_table(sources, "glossary", markup=True)}' if ev is not None else ""
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<meta name='viewport' content='width=device-width,initial-scale=1'><title>{title}</title>"
             f"<style>{STYLE}</style></head><body><h1>{title}</h1><ul>{heads}</ul>"
-            f'<p class="intro">{inline_html(READING)}</p><p>{toc}</p>'
+            f'<p class="intro">{inline_html(reading)}</p><p>{toc}</p>'
             f'<h2 id="plots">Plots</h2><div class="plots">{figs}</div>{body}'
             f'<h2 id="glossary">Glossary</h2>{html_table(columns, "glossary", markup=True)}'
-            f'<h3>Sources</h3>{html_table(sources, "glossary", markup=True)}</body></html>\n')
+            f"{glossed}</body></html>\n")

@@ -1,0 +1,150 @@
+"""hase.predict.devset and `hase evaluate --devset`: real exported models predicted vs measured, resumable."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pandas as pd
+import pytest
+from conftest import VENDORED, exported_model
+
+from hase.cli import main
+from hase.errors import HaseError
+from hase.measure.robust import BlockPolicy
+from hase.measure.types import TimingPolicy
+from hase.predict import devset as V
+from hase.predict.identity import open_predictor
+from hase.predict.report import write_report
+
+QUICK = BlockPolicy(warmup=1, blocks=2, block=TimingPolicy(warmup=0, min_runs=3, max_runs=5, min_time_s=0,
+                                                           max_time_s=0.5))
+SYMBOLIC = "semnasnet_symbolic.onnx"
+
+
+def make_devset(d: Path) -> Path:
+    """The vendored exported models, plus semnasnet with its batch dimension renamed to the symbol `batch`."""
+    d.mkdir(parents=True, exist_ok=True)
+    for name in VENDORED:
+        shutil.copy(exported_model(name), d / f"{name}.onnx")
+    model = onnx.load(exported_model("timm_semnasnet_050_cls10_b1"))
+    for vi in list(model.graph.input) + list(model.graph.output):
+        dim = vi.type.tensor_type.shape.dim[0]
+        dim.Clear()
+        dim.dim_param = "batch"
+    onnx.save(model, d / SYMBOLIC)
+    return d
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    return open_predictor("cpu-1t").bundle
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory, bundle) -> tuple[Path, Path, V.DevsetEvaluation]:
+    root = tmp_path_factory.mktemp("devset")
+    models = make_devset(root / "models")
+    csv = root / "out" / "devset.csv"
+    return models, csv, V.evaluate_devset(models, bundle, csv, policy=QUICK)
+
+
+def test_rows_and_scores(evaluated, bundle):
+    _, csv, dev = evaluated
+    rows = dev.rows
+    assert len(rows) == len(VENDORED) + len(V.BATCHES) and (rows[V.ERROR] == "").all()
+    sym = rows[rows[V.MODEL] == SYMBOLIC]
+    assert sorted(sym[V.BATCH]) == list(V.BATCHES) and set(sym[V.FREE_DIMS]) == {f"batch={b}" for b in V.BATCHES}
+    assert sym.sort_values(V.BATCH)["model_flops"].is_monotonic_increasing  # the batch reached the kernels
+    assert (rows[V.PREDICTED_MS] > 0).all() and (rows[V.MEASURED_MS] > 0).all() and (rows["model_bytes"] > 0).all()
+    assert set(rows[V.GROUP]) == {"CNN", "transformer"}
+    assert set(rows["opt_level"]) == {bundle.ep_config().opt_level} and set(rows["intra_op_threads"]) == {1}
+    assert rows[V.ERROR_PCT].to_numpy() == pytest.approx(
+        ((rows[V.PREDICTED_MS] / rows[V.MEASURED_MS] - 1) * 100).to_numpy())
+    s = dev.scores.set_index([V.GROUP, V.METHOD])
+    assert s.loc[(V.ALL, V.HASE), "n"] == len(rows) and s.loc[("CNN", V.HASE), "n"] == 1 + len(V.BATCHES)
+    assert {"flops", "flops+bytes"} <= set(dev.scores[V.METHOD]) and np.isfinite(s.loc[(V.ALL, "flops"), "rmspe"])
+    assert pd.read_csv(csv).shape[0] == len(rows)
+
+
+def test_resume_after_interruption_redoes_nothing(tmp_path, evaluated, bundle):
+    models, _, _ = evaluated
+    csv = tmp_path / "devset.csv"
+
+    def stop_at_third(job, i, n):
+        if i == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        V.evaluate_devset(models, bundle, csv, policy=QUICK, progress=stop_at_third)
+    first = pd.read_csv(csv)
+    assert len(first) == 2
+    seen: list[tuple[str, int]] = []
+    dev = V.evaluate_devset(models, bundle, csv, policy=QUICK, progress=lambda job, i, n: seen.append(job.key))
+    assert len(seen) == len(VENDORED) + len(V.BATCHES) - 2
+    assert not {tuple(k) for k in first[[V.MODEL, V.BATCH]].itertuples(index=False)} & set(seen)
+    assert dev.rows[V.MEASURED_MS].head(2).tolist() == first[V.MEASURED_MS].tolist()  # kept, not re-measured
+    assert V.evaluate_devset(models, bundle, csv, policy=QUICK).rows.shape == dev.rows.shape
+
+
+def test_resume_refuses_another_configuration(tmp_path, evaluated, bundle):
+    models, csv, _ = evaluated
+    other = pd.read_csv(csv).assign(opt_level="all")
+    other.to_csv(tmp_path / "devset.csv", index=False)
+    with pytest.raises(HaseError, match="measured with opt_level"):
+        V.evaluate_devset(models, bundle, tmp_path / "devset.csv", policy=QUICK)
+
+
+def test_a_model_that_fails_gets_an_error_row(tmp_path, bundle):
+    (tmp_path / "junk.onnx").write_bytes(b"junk")
+    dev = V.evaluate_devset(tmp_path, bundle, tmp_path / "out.csv", policy=QUICK)
+    assert len(dev.rows) == 1 and dev.rows[V.ERROR].iloc[0] and (dev.scores["n"] == 0).all()
+
+
+def test_jobs_take_symbolic_sizes_from_models_tsv_else_the_default(tmp_path):
+    model = onnx.load(exported_model("hf_bert_tiny_s64_b2"))
+    for vi in model.graph.input:
+        vi.type.tensor_type.shape.dim[0].dim_param = "batch"
+        vi.type.tensor_type.shape.dim[1].dim_param = "seq"
+    onnx.save(model, tmp_path / "bert.onnx")
+    jobs = V.jobs_for(tmp_path / "bert.onnx", {"inputs": "input_ids:int64[2x32];attention_mask:int64[2x32]"})
+    assert [j.free_dims for j in jobs] == [{"seq": 32, "batch": b} for b in V.BATCHES]
+    assert V.jobs_for(tmp_path / "bert.onnx", batches=(3,))[0].free_dims == {"seq": V.DEFAULT_DIM, "batch": 3}
+    static = V.jobs_for(exported_model("hf_bert_tiny_s64_b2"))
+    assert [(j.batch, j.free_dims) for j in static] == [(2, {})]
+    assert V.tsv_dims("pixel_values:float32[1x3x224x224]") == {"pixel_values": (1, 3, 224, 224)}
+
+
+def test_models_tsv_sets_the_order_and_the_list(tmp_path):
+    d = make_devset(tmp_path)
+    (d / "models.tsv").write_text("file\tinputs\nhf_gpt2_tiny_s64_b1.onnx\t\ngone.onnx\t\n")
+    paths, info = V.list_models(d)
+    assert [p.name for p in paths] == ["hf_gpt2_tiny_s64_b1.onnx"] and "gone.onnx" in info
+    with pytest.raises(HaseError, match="does not exist"):
+        V.list_models(tmp_path / "nowhere")
+
+
+def test_loo_baseline_recovers_a_line_without_the_model_itself():
+    rows = pd.DataFrame({V.MODEL: list("abcde"), "x": [1.0, 2, 3, 4, 5]})
+    rows[V.MEASURED_MS] = 2 * rows["x"] + 1
+    assert V.loo_baseline(rows, ["x"]) == pytest.approx(rows[V.MEASURED_MS].to_numpy())
+
+
+def test_report_renders_the_section(tmp_path, evaluated):
+    _, _, dev = evaluated
+    written = write_report(None, tmp_path / "report", dev)
+    md = written["report.md"].read_text()
+    assert "## Real exported models" in md and "flops+bytes" in md and SYMBOLIC in md and "measured_min_ms" in md
+    assert "## Glossary" in md and written["devset.png"].stat().st_size > 0 and written["devset_scores.csv"].is_file()
+    assert "Real exported models" in written["report.html"].read_text()
+
+
+def test_cli_resumes_and_writes_the_report(tmp_path, evaluated, capsys):
+    models, csv, _ = evaluated
+    out = tmp_path / "out"
+    out.mkdir()
+    shutil.copy(csv, out / "devset.csv")  # every row done: the command measures nothing again
+    assert main(["evaluate", "--devset", str(models), "--store", str(tmp_path / "none.sqlite"), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "real exported models, hase" in text and "no store" in text and (out / "report.html").is_file()
