@@ -162,9 +162,37 @@ def print_summary(report: coll.CollectReport, counts: dict[str, int], store_path
         ("store: models / kernels / kernel rows / model rows",
          " / ".join(str(counts[k]) for k in ("models", "kernels", "kernel_measurements", "model_measurements"))),
         ("store: skips", counts["skips"]),
+        *noise_rows(report),
     ]
     for k, v in rows:
         table.add_row(k, str(v))
     Console().print(table)
+    for line in noise_lines(report):
+        Console().print(f"[yellow]{escape(line)}[/]")
     for target, reason in report.skips[:20]:
         Console().print(f"[yellow]skipped[/] {escape(target)}: {escape(reason)}")
+
+
+def noise_rows(report: coll.CollectReport) -> list[tuple[str, str]]:
+    """The summary's rows about the host: canary checks and their cost, jobs on a busy host, noisy models."""
+    share = report.canary_s / report.wall_s if report.wall_s else 0.0
+    return [
+        ("canary checks (s timing / s waiting / share of wall)",
+         f"{report.canary_checks} ({report.canary_s:.1f} / {report.canary_wait_s:.1f} / {share:.1%})"),
+        ("jobs measured on a busy host (flagged host_busy)", str(len(report.busy_jobs))),
+        ("models noisy (block medians over the bound)", str(len(report.noisy_models))),
+    ]
+
+
+def noise_lines(report: coll.CollectReport, worst: int = 5) -> list[str]:
+    """The worst few busy-host jobs and noisy models, by name, for the lines under the summary."""
+    lines = []
+    if report.busy_jobs:
+        shown = ", ".join(f"{t} ({r:.2f}x)" for t, r in sorted(report.busy_jobs, key=lambda j: -j[1])[:worst])
+        lines.append(f"host busy (canary slower than its reference) during {len(report.busy_jobs)} jobs, worst: "
+                     f"{shown}; their rows are flagged host_busy")
+    if report.noisy_models:
+        shown = ", ".join(f"{m} ({s:.0%})" for m, s in sorted(report.noisy_models, key=lambda j: -j[1])[:worst])
+        lines.append(f"{len(report.noisy_models)} models varied more than the noise bound between blocks, worst: "
+                     f"{shown}; their latency is the quietest block's")
+    return lines

@@ -5,6 +5,11 @@ each job's rows and its done-marker commit in one transaction, so a killed run r
 with nothing lost and nothing measured twice. A job that fails — for any reason short of an interrupt:
 a Hase error, ONNX Runtime's, MemoryError — is recorded as a skip with its reason and the run goes on.
 A skip holds for the settings it failed under: other settings, or `retry_skips`, try the job again.
+
+A noisy host is watched, not trusted: the canary (`hase.measure.canary`) is timed at the start of each device
+config's run, before every full-model job and before every `every_kernels`-th kernel job; the job's rows
+carry the check (`canary_ms`, `canary_ratio`, `host_busy`), and the report lists the jobs measured on a busy
+host and the models whose block medians varied more than the noise bound.
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ from hase.kernels import graph, split
 from hase.kernels.types import KernelNode
 from hase.measure import kernel as measure
 from hase.measure import runtime
+from hase.measure.canary import Canary, canary_timer
 from hase.measure.config import CollectConfig, load_collect_config, settings_hash
 from hase.measure.kernel import KernelJob
 from hase.measure.model import measure_model
@@ -51,6 +57,13 @@ class CollectReport:
     skips: list[tuple[str, str]] = field(default_factory=list)
     timed_s: float = 0.0
     wall_s: float = 0.0
+    #: (model_id, block spread) of every model whose block medians varied more than the noise bound
+    noisy_models: list[tuple[str, float]] = field(default_factory=list)
+    #: (job target, canary ratio) of every job measured while the host stayed slower than the canary's bound
+    busy_jobs: list[tuple[str, float]] = field(default_factory=list)
+    canary_checks: int = 0
+    canary_s: float = 0.0
+    canary_wait_s: float = 0.0
 
 
 def zoo_sources(zoo_config: str | Path, out_dir: str | Path = paths.ZOO_DIR) -> Iterator[ModelSource]:
@@ -83,8 +96,11 @@ class DeviceRun:
     report: CollectReport
     progress: ProgressFn | None = None
     retry_skips: bool = False
+    canary: Canary | None = None
     settings_hash: str = field(init=False)
     _skipped_now: set[str] = field(init=False, default_factory=set)
+    _host: dict[str, Any] = field(init=False, default_factory=dict)
+    _kernels_unchecked: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         self.settings_hash = settings_hash(self.ep, self.settings)
@@ -108,6 +124,34 @@ class DeviceRun:
         if job.startswith(("model:", "file:")):
             self.report.models_skipped += 1
 
+    def check_host(self) -> None:
+        """Time the canary (waiting out a busy host within the policy's bound); later rows carry its check."""
+        if self.canary is None:
+            return
+        spent, waited = self.canary.spent_s, self.canary.waited_s
+        check = self.canary.check()
+        self.report.canary_checks += check.tries
+        self.report.canary_s += self.canary.spent_s - spent
+        self.report.canary_wait_s += self.canary.waited_s - waited
+        self._host = check.columns()
+        self._kernels_unchecked = 0
+        if check.busy:
+            log.warning("host busy on %s: the canary ran %.2fx slower than the run's reference after %d tries; "
+                        "the next job is measured anyway and flagged host_busy", self.ep.name, check.ratio,
+                        check.tries)
+
+    def before_kernel_job(self) -> None:
+        """Check the host before every `every_kernels`-th kernel job."""
+        if self.canary is not None and self._kernels_unchecked >= self.canary.policy.every_kernels:
+            self.check_host()
+        self._kernels_unchecked += 1
+
+    def host_columns(self, target: str) -> dict[str, Any]:
+        """The last check's canary columns for a job's rows; a busy one is reported under `target`."""
+        if self._host.get("host_busy"):
+            self.report.busy_jobs.append((target, float(self._host["canary_ratio"])))
+        return dict(self._host)
+
     def notify(self, event: str, info: dict[str, Any]) -> None:
         """Tell the progress callback, if any."""
         if self.progress:
@@ -129,7 +173,10 @@ def collect(sources: Iterable[ModelSource], cfg: CollectConfig, store: Store,
         runtime.check_provider(ep)
     with store.writer_lock():
         for ep in cfg.devices:
-            run = DeviceRun(store, ep, cfg.settings, report, progress, retry_skips)
+            canary = Canary(canary_timer(ep, cfg.settings.canary), cfg.settings.canary) \
+                if cfg.settings.canary.enabled else None
+            run = DeviceRun(store, ep, cfg.settings, report, progress, retry_skips, canary)
+            run.check_host()  # the run's first reference
             _collect_fixed_cost(run)
             for src in sources:
                 run.notify("model", {"model": src.name, "device": ep.name})
@@ -185,12 +232,16 @@ def collect_model(src: ModelSource, run: DeviceRun) -> None:
 
 def _collect_full_model(model: onnx.ModelProto, src: ModelSource, model_id: str, nodes: list[KernelNode],
                         job: str, run: DeviceRun) -> None:
+    run.check_host()
     try:
         model_row, span_rows = measure_model(model, src, nodes, run.ep, run.settings, model_id=model_id)
     except Exception as exc:
         run.skip(job, model_id, "model", exc)
         return
     run.report.timed_s += model_row["n_runs"] * model_row["mean_ms"] / 1e3 + model_row.pop("profiled_s", 0.0)
+    model_row.update(run.host_columns(f"model {model_id}"))
+    if model_row["noisy"]:
+        run.report.noisy_models.append((model_id, float(model_row["block_spread"])))
     if run.store.commit_job(job, run.ep.name, {"model_measurements": [model_row], "node_spans": span_rows}):
         run.report.models_done += 1
 
@@ -215,6 +266,7 @@ def _collect_kernel(kg: graph.KernelGraph, kn: KernelNode, run: DeviceRun) -> No
         run.report.kernels_reused += 1
         return
     log.debug("kernel %s (%s) on %s", kn.spec.kernel_id, kn.spec.op_type, run.ep.name)
+    run.before_kernel_job()
     try:
         kjob = KernelJob(kn.spec, split.kernel_model(kg, kg.nodes[kn.node_idx]).SerializeToString())
         rows = measure.measure_kernel(kjob, run.ep, run.settings)
@@ -222,6 +274,8 @@ def _collect_kernel(kg: graph.KernelGraph, kn: KernelNode, run: DeviceRun) -> No
         run.skip(job, f"{kn.spec.op_type}:{kn.spec.kernel_id}", "kernel", exc)
         return
     run.report.timed_s += sum(r["n_runs"] * r["mean_ms"] for r in rows) / 1e3
+    host = run.host_columns(f"kernel {kn.spec.op_type}:{kn.spec.kernel_id}")
+    rows = [{**r, **host} for r in rows]
     if run.store.commit_job(job, run.ep.name, {"kernel_measurements": rows}):
         run.report.kernels_measured += 1
     else:

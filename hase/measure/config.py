@@ -18,7 +18,7 @@ from typing import Any
 
 from hase.errors import HaseError
 from hase.files import load_toml
-from hase.measure.types import EP_PROVIDERS, OPT_LEVELS, EPConfig, MeasureSettings, TimingPolicy
+from hase.measure.types import EP_PROVIDERS, OPT_LEVELS, CanaryPolicy, EPConfig, MeasureSettings, TimingPolicy
 
 __all__ = ["CollectConfig", "load_collect_config", "settings_hash"]
 
@@ -53,7 +53,13 @@ _TABLES: dict[str, dict[str, _Range]] = {
     "model_timing": _TIMING,
     "profile": {"warmup": _Range(int, 0, 1000), "runs": _Range(int, 1, 10_000)},
     "cold": {"sessions": _Range(int, 2, 64), "max_mb": _Range(int, 1, 1 << 20)},
+    "robust": {"blocks": _Range(int, 1, 100), "noise_bound": _Range(float, 0.001, 10)},
+    "canary": {"size": _Range(int, 16, 2048), "warmup": _Range(int, 0, 1000), "runs": _Range(int, 1, 10_000),
+               "busy_ratio": _Range(float, 1.01, 100), "retries": _Range(int, 0, 100),
+               "wait_s": _Range(float, 0, 600), "every_kernels": _Range(int, 1, 1_000_000)},
 }
+#: keys that are true or false, per table
+_FLAGS: dict[str, set[str]] = {"canary": {"enabled"}}
 _DEVICE_NUMBERS = {"intra_op_threads": _Range(int, 0, 1024), "inter_op_threads": _Range(int, 0, 1024),
                    "device_id": _Range(int, 0, 1024)}
 _DEVICE_CHOICES = {"ep": sorted(EP_PROVIDERS), "opt_level": list(OPT_LEVELS)}
@@ -76,6 +82,9 @@ def load_collect_config(path: str | Path, device_names: list[str] | None = None)
         profile_runs=tables["profile"].get("runs", defaults.profile_runs),
         cold_sessions=tables["cold"].get("sessions", defaults.cold_sessions),
         cold_max_bytes=tables["cold"]["max_mb"] << 20 if "max_mb" in tables["cold"] else defaults.cold_max_bytes,
+        model_blocks=tables["robust"].get("blocks", defaults.model_blocks),
+        noise_bound=tables["robust"].get("noise_bound", defaults.noise_bound),
+        canary=dataclasses.replace(CanaryPolicy(), **tables["canary"]),
     )
     devices = _devices(where, raw.get("device", []))
     if device_names:
@@ -98,10 +107,14 @@ def _table(where: str, raw: Mapping[str, Any], name: str) -> dict[str, Any]:
     table = raw.get(name, {})
     if not isinstance(table, dict):
         raise HaseError(f"{where}: [{name}] must be a table of keys, not {_show(table)}")
-    spec = _TABLES[name]
+    spec, flags = _TABLES[name], _FLAGS.get(name, set())
     for key, value in table.items():
+        if key in flags:
+            if not isinstance(value, bool):
+                raise HaseError(f"{where}: [{name}] {key} = {_show(value)} is not true or false: use true or false")
+            continue
         if key not in spec:
-            raise HaseError(f"{where}: unknown key [{name}] {key}: the known keys are {sorted(spec)}")
+            raise HaseError(f"{where}: unknown key [{name}] {key}: the known keys are {sorted({*spec, *flags})}")
         _check_number(f"{where}: [{name}] {key}", value, spec[key])
     return dict(table)
 

@@ -1,4 +1,8 @@
-"""Unit of work "full model M on device D": session.run wall time, ORT profile decomposition, node spans."""
+"""Unit of work "full model M on device D": session.run wall time, ORT profile decomposition, node spans.
+
+The wall time is measured the robust way (`hase.measure.robust`): a warm-up, then `settings.model_blocks`
+blocks under the `settings.model` stop rule; the model's latency is the minimum of the block medians.
+"""
 from __future__ import annotations
 
 import tempfile
@@ -12,15 +16,22 @@ from hase.errors import HaseError, first_line
 from hase.kernels.inputs import make_model_feeds
 from hase.kernels.types import KernelNode
 from hase.measure import runtime
-from hase.measure.runtime import BoundRunner, time_loop
-from hase.measure.store import DECOMP_COLS, timing_row
-from hase.measure.types import EPConfig, MeasureSettings, ModelSource, Timing
+from hase.measure.robust import BlockPolicy, RobustTiming, time_blocks
+from hase.measure.runtime import BoundRunner
+from hase.measure.store import DECOMP_COLS, robust_row
+from hase.measure.types import EPConfig, MeasureSettings, ModelSource
 from hase.profiling import decompose as profile
 from hase.profiling.events import CPU_PROVIDER, MEMCPY_OPS
 from hase.profiling.run import profile_model
 
 
-def time_model(model: onnx.ModelProto, ep: EPConfig, settings: MeasureSettings) -> tuple[Timing, str]:
+def block_policy(settings: MeasureSettings) -> BlockPolicy:
+    """The robust timing of a full model under these settings (`model.warmup` runs once, before the blocks)."""
+    return BlockPolicy(warmup=settings.model.warmup, blocks=settings.model_blocks, block=settings.model,
+                       noise_bound=settings.noise_bound)
+
+
+def time_model(model: onnx.ModelProto, ep: EPConfig, settings: MeasureSettings) -> tuple[RobustTiming, str]:
     """Wall time of one inference: `session.run` with numpy feeds on the CPU EP; on CUDA, IOBinding with
     device-resident inputs/outputs and a synchronize before the clock stops (no host copies timed).
 
@@ -39,7 +50,7 @@ def time_model(model: onnx.ModelProto, ep: EPConfig, settings: MeasureSettings) 
         fn()
     except Exception as exc:
         raise HaseError(f"the model fails to run: {first_line(exc)}") from exc
-    return time_loop([fn], settings.model), api
+    return time_blocks(fn, block_policy(settings)), api
 
 
 def measure_model(model: onnx.ModelProto, src: ModelSource, nodes: list[KernelNode], ep: EPConfig,
@@ -66,7 +77,7 @@ def measure_model(model: onnx.ModelProto, src: ModelSource, nodes: list[KernelNo
         "model_id": model_id, "family": src.family, "n_kernel_nodes": len(nodes),
         "n_memcpy_nodes": int(summary[profile.OP_TYPE].isin(MEMCPY_OPS).sum()),
         "n_cpu_fallback_nodes": int(providers.get(CPU_PROVIDER, 0)) if ep.ep != "cpu" else 0,
-        "timing_api": api, **timing_row(timing), **{k: float(dec[k]) for k in DECOMP_COLS},
+        "timing_api": api, **robust_row(timing), **{k: float(dec[k]) for k in DECOMP_COLS},
         "n_profiled_runs": settings.profile_runs, **meta, "measured_at": time.time(), "profiled_s": profiled_s,
     }
     return row, spans

@@ -4,7 +4,11 @@ Opening a store (`Store`) goes through `check_file` (an SQLite header, or an emp
 `check_schema` (no table Hase does not know, the columns Hase wrote, a version this Hase reads) before
 anything is written, so a foreign or corrupt file is never touched. Versions (`PRAGMA user_version`):
 0 — stores of Hase before versioning: model jobs keyed by file name, skips without a settings hash;
-1 — model jobs keyed by the model file's sha256, `skips.settings_hash` (`migrate` brings 0 to 1).
+1 — model jobs keyed by the model file's sha256, `skips.settings_hash`;
+2 — the robust full-model latency (`latency_ms`: minimum of block medians, `block_spread`, `noisy`, `n_blocks`)
+    and the canary's check of the host (`canary_ms`, `canary_ratio`, `host_busy`) on measurement rows.
+`migrate` brings any older version to the current one; columns it adds are NULL on rows measured before
+(`hase.predict.dataset` then falls back to `median_ms`).
 """
 from __future__ import annotations
 
@@ -14,10 +18,14 @@ from pathlib import Path
 from hase.errors import HaseError
 from hase.measure.types import DEVICE_META_COLS
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 TIMING_COLS = ["median_ms", "p10_ms", "p90_ms", "mean_ms", "min_ms", "n_runs"]
+#: the robust full-model statistic (hase.measure.robust): min of block medians, its spread, the noise flag
+ROBUST_COLS = ["latency_ms", "block_spread", "noisy", "n_blocks"]
+#: the canary check before a job: its median, its ratio to the run's quietest check, the host-busy flag
+CANARY_COLS = ["canary_ms", "canary_ratio", "host_busy"]
 DECOMP_COLS = ["model_run_us", "execute_us", "node_timeline_span_us", "kernel_time_sum_us",
                "node_non_kernel_us", "node_gap_us", "execute_outside_nodes_us",
                "model_run_outside_execute_us", "before_execute_us", "after_execute_us", "node_span_sum_us"]
@@ -30,30 +38,38 @@ SCHEMA: dict[str, tuple[list[str], list[str]]] = {
     "model_nodes": (["model_id", "opt_level", "node_idx", "node_name", "kernel_id", "op_type"],
                     ["model_id", "opt_level", "node_idx"]),
     "kernel_measurements": (["kernel_id", "op_type", "variant", "n_sessions", "weight_bytes", *TIMING_COLS,
-                             *DEVICE_META_COLS, "measured_at"], ["kernel_id", "device", "variant"]),
+                             *DEVICE_META_COLS, "measured_at", *CANARY_COLS], ["kernel_id", "device", "variant"]),
     "node_spans": (["model_id", "node_name", "kernel_id", "op_type", "provider", "span_ms", "kernel_time_ms",
                     "span_source", "n_runs", *DEVICE_META_COLS], ["model_id", "device", "node_name"]),
     "model_measurements": (["model_id", "family", "n_kernel_nodes", "n_memcpy_nodes", "n_cpu_fallback_nodes",
                             "timing_api", *TIMING_COLS, *DECOMP_COLS, "n_profiled_runs", *DEVICE_META_COLS,
-                            "measured_at"],
+                            "measured_at", *ROBUST_COLS, *CANARY_COLS],
                            ["model_id", "device"]),
     "fixed_costs": (["kind", *TIMING_COLS, *DEVICE_META_COLS, "measured_at"], ["device", "kind"]),
     "skips": (["job", "device", "target", "stage", "reason", "at", "settings_hash"], ["job", "device"]),
     "jobs": (["job", "device", "finished_at"], ["job", "device"]),
 }
-REAL_COLS = {*TIMING_COLS, *DECOMP_COLS, "span_ms", "kernel_time_ms", "measured_at", "at", "finished_at"}
+REAL_COLS = {*TIMING_COLS, *DECOMP_COLS, "span_ms", "kernel_time_ms", "measured_at", "at", "finished_at",
+             "latency_ms", "block_spread", "canary_ms", "canary_ratio"}
 INT_COLS = {"n_runs", "n_onnx_nodes", "n_kernel_nodes", "n_unique_kernels", "node_idx", "intra_op_threads",
             "inter_op_threads", "n_sessions", "weight_bytes", "n_memcpy_nodes", "n_cpu_fallback_nodes",
-            "n_profiled_runs"}
-#: columns a version-0 store lacks (added by `migrate`)
-_ADDED_IN_1 = {"skips": {"settings_hash"}}
+            "n_profiled_runs", "noisy", "n_blocks", "host_busy"}
+#: version -> the columns it added, per table (an older store lacks them until `migrate` adds them)
+_ADDED: dict[int, dict[str, list[str]]] = {
+    1: {"skips": ["settings_hash"]},
+    2: {"model_measurements": [*ROBUST_COLS, *CANARY_COLS], "kernel_measurements": list(CANARY_COLS)},
+}
 _HINT = "point --store at a Hase store or at a new file"
+
+
+def _sql_type(col: str) -> str:
+    return "REAL" if col in REAL_COLS else "INTEGER" if col in INT_COLS else "TEXT"
 
 
 def ddl(table: str) -> str:
     """CREATE TABLE statement of one store table."""
     cols, pk = SCHEMA[table]
-    defs = [f"{c} {'REAL' if c in REAL_COLS else 'INTEGER' if c in INT_COLS else 'TEXT'}" for c in cols]
+    defs = [f"{c} {_sql_type(c)}" for c in cols]
     return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(defs)}, PRIMARY KEY ({', '.join(pk)}))"
 
 
@@ -113,7 +129,7 @@ def check_schema(conn: sqlite3.Connection, path: Path, readonly: bool) -> int:
         raise HaseError(f"store {path} lacks the tables {missing}: it is incomplete or not a Hase store; {_HINT}")
     for table in names:
         cols = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
-        want = set(SCHEMA[table][0]) - (_ADDED_IN_1.get(table, set()) if version == 0 else set())
+        want = set(SCHEMA[table][0]) - {c for v, added in _ADDED.items() if v > version for c in added.get(table, [])}
         lacks, extra = sorted(want - cols), sorted(cols - set(SCHEMA[table][0]))
         if lacks or extra:
             what = f"lacks the columns {lacks[:4]}" if lacks else f"has columns Hase does not know {extra[:4]}"
@@ -131,27 +147,38 @@ def create(conn: sqlite3.Connection) -> None:
 
 
 def migrate(conn: sqlite3.Connection, version: int) -> None:
-    """Bring a version-0 store to the current schema in one transaction (a crash leaves it at version 0).
+    """Bring an older store to the current schema in one transaction (a crash leaves it at its old version).
 
-    Adds `skips.settings_hash` (NULL: the skip is retried under any settings), re-keys model done-markers
-    from the file name to the model's sha256, and drops the model skips (keyed by name, so the model is tried
-    again under its content's key).
+    0 -> 1: adds `skips.settings_hash` (NULL: the skip is retried under any settings), re-keys model
+    done-markers from the file name to the model's sha256, and drops the model skips (keyed by name, so the
+    model is tried again under its content's key). 1 -> 2: adds the robust and canary columns (`_ADDED[2]`),
+    NULL on the rows already there: nothing is measured again.
     """
     if version >= SCHEMA_VERSION:
         return
     conn.execute("BEGIN IMMEDIATE")
-    if int(conn.execute("PRAGMA user_version").fetchone()[0]) < SCHEMA_VERSION:  # another process may have won
+    current = int(conn.execute("PRAGMA user_version").fetchone()[0])  # another process may have won
+    if current < SCHEMA_VERSION:
         for table in SCHEMA:
             conn.execute(ddl(table))
-        cols = {r[1] for r in conn.execute("PRAGMA table_info(skips)")}
-        if "settings_hash" not in cols:
-            conn.execute("ALTER TABLE skips ADD COLUMN settings_hash TEXT")
-        conn.execute("UPDATE OR IGNORE jobs SET job = 'model:' || (SELECT m.sha256 FROM models m WHERE "
-                     "m.model_id = substr(jobs.job, 7) ORDER BY m.opt_level LIMIT 1) WHERE job LIKE 'model:%' AND "
-                     "EXISTS (SELECT 1 FROM models m WHERE m.model_id = substr(jobs.job, 7) AND m.sha256 IS NOT NULL)")
-        # what is left keyed by a name (a skip, a marker of a content already re-keyed) would never match again
-        conn.execute("DELETE FROM skips WHERE job LIKE 'model:%'")
-        conn.execute("DELETE FROM jobs WHERE job LIKE 'model:%' AND substr(job, 7) NOT IN "
-                     "(SELECT sha256 FROM models WHERE sha256 IS NOT NULL)")
+        for table in SCHEMA:
+            cols = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+            for v in sorted(_ADDED):
+                for col in _ADDED[v].get(table, []):
+                    if v > current and col not in cols:
+                        conn.execute(f"ALTER TABLE {table} ADD COLUMN {col} {_sql_type(col)}")
+        if current < 1:
+            _rekey_model_jobs(conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     conn.execute("COMMIT")
+
+
+def _rekey_model_jobs(conn: sqlite3.Connection) -> None:
+    """Version 0 -> 1: model done-markers keyed by the model's sha256, name-keyed leftovers dropped."""
+    conn.execute("UPDATE OR IGNORE jobs SET job = 'model:' || (SELECT m.sha256 FROM models m WHERE "
+                 "m.model_id = substr(jobs.job, 7) ORDER BY m.opt_level LIMIT 1) WHERE job LIKE 'model:%' AND "
+                 "EXISTS (SELECT 1 FROM models m WHERE m.model_id = substr(jobs.job, 7) AND m.sha256 IS NOT NULL)")
+    # what is left keyed by a name (a skip, a marker of a content already re-keyed) would never match again
+    conn.execute("DELETE FROM skips WHERE job LIKE 'model:%'")
+    conn.execute("DELETE FROM jobs WHERE job LIKE 'model:%' AND substr(job, 7) NOT IN "
+                 "(SELECT sha256 FROM models WHERE sha256 IS NOT NULL)")

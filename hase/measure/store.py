@@ -14,7 +14,11 @@ columns `hase.measure.types.DEVICE_META_COLS`, filled by `hase.measure.runtime.d
 - model_nodes:         model -> node -> kernel mapping, in execution order.
 - kernel_measurements: standalone latency per (kernel, device, variant 'warm'|'cold_weights').
 - node_spans:          in-model span and ORT kernel_time per (model, device, node), median over runs.
-- model_measurements:  session.run wall time and the profile decomposition per (model, device).
+- model_measurements:  session.run wall time and the profile decomposition per (model, device); `latency_ms` is
+                       the robust statistic (minimum of block medians, `hase.measure.robust`) with its
+                       `block_spread`, `noisy` flag and `n_blocks`; median/p10/p90 are over all timed runs.
+- canary columns:      `canary_ms`, `canary_ratio`, `host_busy` on kernel and model rows: the canary check before
+                       the job (`hase.measure.canary`); NULL where no check ran (or on rows of older stores).
 - fixed_costs:         per-run cost of an empty kernel per device (the invocation overhead).
 - skips:               jobs that could not be measured, with the reason and the hash of the settings they
                        failed under (a skip under other settings is retried).
@@ -42,13 +46,15 @@ import pandas as pd
 
 from hase.errors import HaseError
 from hase.measure import schema
-from hase.measure.schema import DECOMP_COLS, SCHEMA, SCHEMA_VERSION, TIMING_COLS
+from hase.measure.robust import RobustTiming
+from hase.measure.schema import CANARY_COLS, DECOMP_COLS, ROBUST_COLS, SCHEMA, SCHEMA_VERSION, TIMING_COLS
 from hase.measure.types import Timing
 
 if sys.platform != "win32":
     import fcntl
 
-__all__ = ["DECOMP_COLS", "SCHEMA", "SCHEMA_VERSION", "TIMING_COLS", "Store", "sqlite_message", "timing_row"]
+__all__ = ["CANARY_COLS", "DECOMP_COLS", "ROBUST_COLS", "SCHEMA", "SCHEMA_VERSION", "TIMING_COLS", "Store",
+           "robust_row", "sqlite_message", "timing_row"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +62,14 @@ log = logging.getLogger(__name__)
 def timing_row(t: Timing) -> dict[str, Any]:
     """A timing as the TIMING_COLS of a measurement row (the spread and run count stay beside the median)."""
     return dict(zip(TIMING_COLS, (t.median_ms, t.p10_ms, t.p90_ms, t.mean_ms, t.min_ms, t.n), strict=True))
+
+
+def robust_row(t: RobustTiming) -> dict[str, Any]:
+    """A robust timing as TIMING_COLS (over all timed runs) plus ROBUST_COLS (the statistic and its doubt)."""
+    mean = t.total_s * 1e3 / t.n_runs
+    timing = Timing(t.median_ms, t.p10_ms, t.p90_ms, mean, t.min_ms, t.n_runs, t.total_s)
+    robust = (t.latency_ms, t.spread, int(t.noisy), len(t.block_medians_ms))
+    return {**timing_row(timing), **dict(zip(ROBUST_COLS, robust, strict=True))}
 
 
 #: (words in SQLite's message, what Hase says about it) in order; {path} and {msg} are filled in

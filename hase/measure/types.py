@@ -103,12 +103,40 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class CanaryPolicy:
+    """When and how the canary kernel (a fixed MatMul) checks that the host is as quiet as it was.
+
+    Each check times the canary `runs` times (after `warmup`) and takes the mean; a check slower than the
+    run's reference (its quickest check so far) by more than `busy_ratio` waits `wait_s` and tries again, at
+    most `retries` times, before the job is measured anyway and flagged `host_busy`. Checks run before every
+    full-model job and before every `every_kernels`-th kernel job; `enabled = False` turns them off.
+    """
+
+    enabled: bool = True
+    size: int = 256
+    warmup: int = 3
+    runs: int = 30
+    busy_ratio: float = 1.3
+    retries: int = 3
+    wait_s: float = 2.0
+    every_kernels: int = 50
+
+
+@dataclass(frozen=True)
 class MeasureSettings:
-    """How hard to measure: stop rules for kernels and models, profiled runs, cold-weight rotation."""
+    """How hard to measure: stop rules for kernels and models, profiled runs, cold-weight rotation.
+
+    A full model is timed in `model_blocks` blocks, each under the `model` stop rule (its warm-up runs once,
+    before the first block); its latency is the minimum of the block medians (`hase.measure.robust`), and
+    block medians more than `noise_bound` apart flag it noisy. `canary` checks the host between jobs.
+    """
 
     kernel: TimingPolicy = field(default_factory=TimingPolicy)
-    model: TimingPolicy = field(default_factory=lambda: TimingPolicy(warmup=5, min_runs=20, max_runs=300,
-                                                                      min_time_s=0.2, max_time_s=3.0))
+    model: TimingPolicy = field(default_factory=lambda: TimingPolicy(warmup=5, min_runs=10, max_runs=300,
+                                                                      min_time_s=0.1, max_time_s=1.0))
+    model_blocks: int = 3
+    noise_bound: float = 0.10
+    canary: CanaryPolicy = field(default_factory=CanaryPolicy)
     profile_warmup: int = 3
     profile_runs: int = 10
     cold_sessions: int = 8

@@ -5,7 +5,13 @@ Column names of these tables are the constants below (the one place they are def
 - kernels:  one row per unique kernel: KERNEL_ID, OP_TYPE, SIGNATURE, WARM_MS, COLD_MS (standalone medians)
 - nodes:    one row per node of every measured model: MODEL_ID, FAMILY, NODE_IDX, NODE_NAME, KERNEL_ID,
             OP_TYPE, SPAN_MS, KERNEL_TIME_MS (in-model, median over profiled runs)
-- models:   one row per measured model: MODEL_ID, FAMILY, MEASURED_MS (session.run median), N_KERNELS
+- models:   one row per measured model: MODEL_ID, FAMILY, MEASURED_MS, N_KERNELS, NOISY (block medians over
+            the noise bound), HOST_BUSY (the canary found the host busy before the model's runs; False where
+            not recorded), so evaluation can count or drop them
+
+MEASURED_MS, the ground truth training calibrates against and evaluation compares to, is the robust
+session.run latency (`latency_ms`: the minimum of block medians, `hase.measure.robust`); rows measured before
+store version 2 have none, and fall back to the median over all runs (`median_ms`).
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ KERNEL_ID, OP_TYPE, SIGNATURE = "kernel_id", "op_type", "signature_json"
 WARM_MS, COLD_MS, SPAN_MS, KERNEL_TIME_MS = "warm_ms", "cold_ms", "span_ms", "kernel_time_ms"
 MODEL_ID, FAMILY, NODE_IDX, NODE_NAME = "model_id", "family", "node_idx", "node_name"
 MEASURED_MS, N_KERNELS = "measured_ms", "n_kernels"
+NOISY, HOST_BUSY = "noisy", "host_busy"
 
 TARGETS = ("warm", "cold", "span")
 TARGET_COLUMN = {"warm": WARM_MS, "cold": COLD_MS, "span": SPAN_MS}
@@ -84,7 +91,9 @@ def load_device_data(store_path: str | Path, device: str | None = None) -> Devic
         nodes = _nodes(store.table("model_nodes"), store.table("node_spans"), mm, meta["opt_level"], device)
         fixed = store.table("fixed_costs")
         fixed = fixed[fixed["device"] == device]
-    models = pd.DataFrame({MODEL_ID: mm["model_id"], FAMILY: mm["family"], MEASURED_MS: mm["median_ms"]})
+    measured = mm["latency_ms"].fillna(mm["median_ms"]) if "latency_ms" in mm else mm["median_ms"]
+    flags = {c: mm[c].fillna(0).astype(bool) if c in mm else False for c in (NOISY, HOST_BUSY)}
+    models = pd.DataFrame({MODEL_ID: mm["model_id"], FAMILY: mm["family"], MEASURED_MS: measured, **flags})
     models = models.merge(nodes.groupby(MODEL_ID).size().rename(N_KERNELS), on=MODEL_ID, how="inner")
     specs = {k: KernelSpec.from_json(s) for k, s in zip(kernels[KERNEL_ID], kernels[SIGNATURE], strict=True)}
     if models.empty:

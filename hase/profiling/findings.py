@@ -101,16 +101,25 @@ def warmup_finding(all_runs: pd.DataFrame, skip_runs: int) -> list[str]:
     return []
 
 
-def noise_finding(per_run: pd.DataFrame) -> list[str]:
-    """A finding when the counted runs' model_run varies so much (p90 / p10 >= `NOISY_SPREAD`) that the
-    machine was busy: medians per run and per node then disagree, and neither is the model's own time."""
+def noise_finding(per_run: pd.DataFrame, bound: float = NOISY_SPREAD, blocks: int = 3) -> list[str]:
+    """A finding when the counted runs' model_run varies so much (p90 / p10 >= `bound`) that the machine was
+    busy: medians per run and per node then disagree, and neither is the model's own time. It gives the
+    robust figure beside it (`hase.measure.robust`): the counted runs cut into `blocks` blocks of consecutive
+    runs, the minimum of the block medians (interference only adds time, so the quietest block is the best
+    estimate of the model's own time)."""
+    from hase.measure.robust import RobustTiming
+
     runs = per_run[MODEL_RUN_US]
     if len(runs) < 3:
         return []
     p10, p90 = float(runs.quantile(0.1)), float(runs.quantile(0.9))
-    if p10 > 0 and p90 / p10 >= NOISY_SPREAD:
+    if p10 > 0 and p90 / p10 >= bound:
+        parts = [list(b / 1e6) for b in np.array_split(runs.to_numpy(dtype=float), min(blocks, len(runs)))]
+        robust = RobustTiming.from_blocks(parts, warmup=0, noise_bound=bound - 1)
         return [f"model_run varied from {float(runs.min()) / 1e3:.3f} to {float(runs.max()) / 1e3:.3f} ms over the "
-                f"{len(runs)} runs (p90 / p10 = {p90 / p10:.1f}): the machine was busy, so these figures carry its "
-                f"load (the per-op rows, medians per node, much less than the per-run decomposition); rerun on an "
-                f"idle machine"]
+                f"{len(runs)} runs (p90 / p10 = {p90 / p10:.1f}, bound {bound:g}): the machine was busy, so these "
+                f"figures carry its load (the per-op rows, medians per node, much less than the per-run "
+                f"decomposition); the quietest of {len(parts)} blocks of consecutive runs had a median of "
+                f"{robust.latency_ms:.3f} ms (block medians {robust.spread:.0%} apart), the best estimate of the "
+                f"model's own time; rerun on an idle machine"]
     return []

@@ -8,7 +8,7 @@ from collect_cases import FAST
 
 from hase.errors import HaseError
 from hase.measure.config import load_collect_config, settings_hash
-from hase.measure.types import EPConfig
+from hase.measure.types import CanaryPolicy, EPConfig, MeasureSettings
 
 DEVICE = '[[device]]\nname = "cpu-test"\nep = "cpu"\n'
 
@@ -63,7 +63,30 @@ def test_good_config_and_defaults(tmp_path):
     assert cfg.settings.kernel.max_time_s == 0.05 and cfg.devices == (EPConfig(name="cpu-test"),)
     path.write_text(DEVICE + "[model_timing]\nmax_runs = 400\n")
     cfg = load_collect_config(path)
-    assert cfg.settings.model.max_runs == 400 and cfg.settings.model.min_runs == 20  # the model defaults
+    assert cfg.settings.model.max_runs == 400 and cfg.settings.model.min_runs == MeasureSettings().model.min_runs
+    assert cfg.settings.model_blocks == 3 and cfg.settings.canary == CanaryPolicy()  # the defaults
+
+
+def test_robust_and_canary_tables(tmp_path):
+    path = tmp_path / "devices.toml"
+    path.write_text(DEVICE + "[robust]\nblocks = 5\nnoise_bound = 0.2\n[canary]\nenabled = false\n"
+                             "busy_ratio = 1.5\nevery_kernels = 10\n")
+    s = load_collect_config(path).settings
+    assert (s.model_blocks, s.noise_bound) == (5, 0.2)
+    assert (s.canary.enabled, s.canary.busy_ratio, s.canary.every_kernels, s.canary.runs) == (False, 1.5, 10, 30)
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ("[robust]\nblocks = 0\n", r"\[robust\] blocks = 0 is out of range: use an integer from 1 to 100"),
+    ("[canary]\nbusy_ratio = 1.0\n", r"\[canary\] busy_ratio = 1.0 is out of range: use a number from 1.01"),
+    ("[canary]\nenabled = 1\n", r"\[canary\] enabled = 1 is not true or false"),
+    ("[canary]\nbusy = 2\n", r"unknown key \[canary\] busy: the known keys are \[.*'enabled'"),
+])
+def test_bad_robust_and_canary_values(tmp_path, text, match):
+    path = tmp_path / "devices.toml"
+    path.write_text(DEVICE + text)
+    with pytest.raises(HaseError, match=match):
+        load_collect_config(path)
 
 
 def test_shipped_config_is_valid():

@@ -11,7 +11,7 @@ from conftest import conv_bn_relu_model
 from hase.kernels import graph, split
 from hase.kernels.types import KernelNode
 from hase.measure.model import measure_model, time_model
-from hase.measure.store import DECOMP_COLS, SCHEMA, Store
+from hase.measure.store import CANARY_COLS, DECOMP_COLS, SCHEMA, Store
 from hase.measure.types import DEVICE_META_COLS, EPConfig, MeasureSettings, ModelSource, TimingPolicy
 
 EP = EPConfig(name="cpu-test")
@@ -33,11 +33,16 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[KernelNode]
 
 def test_model_row_has_the_documented_columns(measured):
     nodes, row, _ = measured
-    assert set(row) == set(SCHEMA["model_measurements"][0]) | {"profiled_s"}  # profiled_s: collect's time budget
+    # profiled_s: collect's time budget; the canary's columns: collect adds them
+    assert set(row) == (set(SCHEMA["model_measurements"][0]) - set(CANARY_COLS)) | {"profiled_s"}
     assert (row["model_id"], row["family"], row["timing_api"]) == ("conv", "convnets", "session.run")
     assert row["n_kernel_nodes"] == len(nodes) and row["n_profiled_runs"] == 3
-    assert FAST.min_runs <= row["n_runs"] <= FAST.max_runs
+    assert row["n_blocks"] == SETTINGS.model_blocks
+    assert FAST.min_runs * SETTINGS.model_blocks <= row["n_runs"] <= FAST.max_runs * SETTINGS.model_blocks
     assert row["p10_ms"] <= row["median_ms"] <= row["p90_ms"]
+    # the robust latency: the quietest block's median, never above the median of all runs
+    assert row["min_ms"] <= row["latency_ms"] <= row["median_ms"] + 1e-9 and row["block_spread"] >= 0
+    assert row["noisy"] == int(row["block_spread"] > SETTINGS.noise_bound)
     assert row["n_memcpy_nodes"] == 0 and row["n_cpu_fallback_nodes"] == 0  # all on the CPU EP
     assert all(isinstance(row[c], float) for c in DECOMP_COLS)
     assert row["execute_us"] <= row["model_run_us"]

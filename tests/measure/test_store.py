@@ -239,3 +239,41 @@ def test_train_and_evaluate_on_empty_or_foreign_store(tmp_path, capsys):
             assert main(argv) == 2, argv
             err = capsys.readouterr().err
             assert says in err and err.count("\n") == 1 and "no such table" not in err, (argv, err)
+
+
+def test_version_1_store_gets_the_robust_columns_and_training_falls_back_to_the_median(tmp_path, conv_model_path):
+    """A store of schema 1 (no robust statistic, no canary): read as it is, its models' truth is the median;
+    opened for writing it gains the columns, NULL on the old rows, and nothing is measured again."""
+    from collect_cases import FAST
+
+    from hase.measure import collect as coll
+    from hase.measure.schema import CANARY_COLS, ROBUST_COLS
+    from hase.predict import dataset as D
+
+    cfg_path = tmp_path / "devices.toml"
+    cfg_path.write_text(FAST)
+    cfg = coll.load_collect_config(cfg_path)
+    src = [coll.ModelSource("conv", "user", conv_model_path)]
+    path = tmp_path / "s.sqlite"
+    with Store(path) as s:
+        coll.collect(src, cfg, s)
+    conn = sqlite3.connect(path, isolation_level=None)  # back to version 1
+    for col in (*ROBUST_COLS, *CANARY_COLS):
+        conn.execute(f"ALTER TABLE model_measurements DROP COLUMN {col}")
+    for col in CANARY_COLS:
+        conn.execute(f"ALTER TABLE kernel_measurements DROP COLUMN {col}")
+    conn.execute("PRAGMA user_version = 1")
+    conn.close()
+    with Store(path, readonly=True) as s:  # read as it is, not migrated
+        median = float(s.table("model_measurements").median_ms[0])
+        assert "latency_ms" not in s.table("model_measurements")
+    data = D.load_device_data(path)
+    assert data.models[D.MEASURED_MS].tolist() == [median] and not data.models[D.HOST_BUSY].any()
+    with Store(path) as s:
+        assert s.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        mm = s.table("model_measurements")
+        assert mm[[*ROBUST_COLS, *CANARY_COLS]].isna().all().all()
+        assert s.table("kernel_measurements")[list(CANARY_COLS)].isna().all().all()
+        report = coll.collect(src, cfg, s)
+    assert (report.models_done, report.kernels_measured) == (0, 0)
+    assert D.load_device_data(path).models[D.MEASURED_MS].tolist() == [median]  # NULL latency_ms: the median

@@ -128,6 +128,8 @@ def test_noise_finding_names_the_spread():
     assert noise_finding(steady) == [] and noise_finding(steady.head(2)) == []
     (finding,) = noise_finding(busy)
     assert "from 1.000 to 12.000 ms over the 5 runs" in finding and "the machine was busy" in finding
+    assert "the quietest of 3 blocks of consecutive runs had a median of 1.050 ms" in finding  # min of block medians
+    assert noise_finding(busy, bound=20.0) == []  # within a looser bound
 
 
 def test_real_model_per_op_total_matches_or_is_explained():
