@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import html
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,73 +24,12 @@ from hase.predict import devset as V
 from hase.predict.baselines import BASELINE, MODEL_BYTES, MODEL_FLOPS
 from hase.predict.crossval import CALIBRATION, SPLIT, TARGET
 from hase.predict.evaluate import TARGET_ACC10, TARGET_RMSPE, Evaluation, evaluate_predictor
+from hase.predict.glossary import CHOSEN, COLUMNS, MEASURED_MIN_MS, SOURCE_DOCS
 from hase.predict.metrics import SCORE_COLUMNS, Scores
 from hase.predict.plots import SOURCES, Plot, devset_plot, render_plots
 from hase.predict.predictor import KEY
 from hase.predict.ratios import CALIBRATED_HELD_OUT_MS, SCOPE, SOURCE_COLUMN, ratio_column
-
-CHOSEN = "chosen"
-MEASURED_MIN_MS = "measured_min_ms"  # the devset's robust measured_ms, shown apart from the store's median
-SHARE_COLUMNS, PERCENT_COLUMNS = ("acc5", "acc10"), ("rmspe",)
-SOURCE_DOCS = {  # summary `source` value (a latency column) -> what it is
-    "sum_kernel_time_ms": "sum of the `kernel_time` events ORT's profiler records in a profiled run of the "
-                          "whole model (measured)",
-    "sum_span_ms": "sum of each node's span in the profiled whole-model run (measured)",
-    "sum_warm_ms": "sum of each kernel timed alone as a one-kernel model, warm cache (measured)",
-    "sum_cold_ms": "sum of each kernel timed alone, weights cold (measured)",
-    "sum_pred_held_out_ms": "sum of the per-op forests' kernel predictions, the model's family left out of "
-                            "training, before calibration",
-    "calibrated_held_out_ms": "the calibrated prediction α·Σ+β (+γ per kernel), the model's family left out of "
-                              "training: what `hase predict` gives for a model unlike its training set",
-    "calibrated_train_ms": "the same calibrated prediction from the predictor trained on every model (in-sample)",
-}
-COLUMNS: dict[str, str] = {
-    D.MODEL_ID: "the model's name in the store",
-    D.FAMILY: "the model family (one architecture swept over sizes); `exported` are real models exported with "
-              "torch.onnx. Held-out figures leave a whole family out of training",
-    D.MEASURED_MS: "measured latency of the whole model: median `session.run` wall time (ms)",
-    CALIBRATED_HELD_OUT_MS: "predicted latency (ms) with the model's family left out of training",
-    SOURCE_COLUMN: "which sum of kernel times, or which prediction, the row compares with the measured latency "
-                   "(see Sources below)",
-    SPLIT: "`measured`: a sum of measured kernel times, no predictor involved; `held_out`: predicted with the "
-           "model's family left out of training; `train`: predicted in-sample",
-    SCOPE: "which models the row scores: `all`, the generated `zoo` families, or the real `exported` models",
-    "n": "how many models the row scores (kernels, in the kernel table)",
-    "rmse_ms": "root mean squared error of the sum or prediction against the measured latency (ms)",
-    "rmspe": f"root mean squared percentage error (%), lower is better; the target is ≤ {TARGET_RMSPE:g} %",
-    "acc5": "share of models whose sum or prediction is within ±5 % of the measured latency",
-    "acc10": f"share of models whose sum or prediction is within ±10 % of the measured latency; the target is "
-             f"≥ {TARGET_ACC10:.0%}",
-    "mean_ratio": "mean of (sum or prediction) / measured latency: 1 is exact, below 1 under-estimates",
-    "median_ratio": "median of (sum or prediction) / measured latency",
-    TARGET: "which kernel time the per-op forests learnt: " + "; ".join(f"`{k}`, {v}" for k, v in D.TARGET_DOC.items()),
-    CALIBRATION: "how the sum Σ of kernel predictions becomes a model latency: `raw` is Σ itself, `scale` α·Σ+β, "
-                 "`per_kernel` α·Σ+γ·kernels+β; fitted by least squares (`ols`), least relative squares "
-                 "(`relative`) or the robust Huber loss (`huber`)",
-    CHOSEN: "`yes` for the target and calibration this predictor uses",
-    BASELINE: "a straight-line fit of latency on model FLOPs (`flops`) or on FLOPs and bytes moved "
-              "(`flops+bytes`), held out by family like the predictor",
-    KEY: "the forest that predicted the kernels: an op type's own (`Conv`), else a `family:NAME` or the "
-         "`generic` fallback",
-    **{col: f"{label} / measured latency" for col, label in SOURCES.items()},
-    V.MODEL: "the model's file in the models folder",
-    V.GROUP: "`transformer` when the model has attention (a Softmax; conv/attention hybrids included), `CNN` when "
-             "it has convolutions (three or more), else `other`; `all` scores every row",
-    V.BATCH: "the batch size the row was predicted and measured at (a static model's own, or 1, 2, 4, 8 set "
-             "through the symbolic batch dimension)",
-    V.METHOD: "`hase`: this predictor; `flops` / `flops+bytes`: a straight line in model FLOPs (and bytes moved) "
-              "fitted by relative least squares on every other model's rows (leave-one-model-out)",
-    V.PREDICTED_MS: "latency predicted by `hase predict` (ms)",
-    MEASURED_MIN_MS: "latency measured on this host in the predictor's configuration: the minimum of the block "
-                     "medians of IOBinding runs (ms), robust to a busy host",
-    V.ERROR_PCT: "(predicted - measured) / measured, in %",
-    V.MEDIAN_ERROR_PCT: "median over the rows of (predicted - measured) / measured, in %: the typical bias",
-    V.SPREAD: "(largest - smallest block median) / smallest: how much the host's speed moved while measuring",
-    V.NOISY: "`yes` when the spread is over the noise bound: the measured figure is less certain",
-    D.N_KERNELS: "nodes in ONNX Runtime's optimized graph that the predictor summed",
-    MODEL_FLOPS: "the model's floating-point operations, summed over its kernels (what the baselines fit on)",
-    MODEL_BYTES: "bytes the model's kernels read and write, summed (the second input of the FLOPs+bytes line)",
-}
+from hase.predict.render import STYLE, html_table, inline_html, md_table
 
 
 @dataclass(frozen=True)
@@ -152,44 +90,6 @@ def _num(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else str(v)
 
 
-# ---------------------------------------------------------------------- cells and lines
-
-
-def fmt(v: Any) -> str:
-    """A table cell: numbers to 3 significant decimals, shares as given, NaN and None as an em dash."""
-    if v is None or v is pd.NA:
-        return "—"
-    if isinstance(v, (bool, np.bool_)):
-        return "yes" if v else "no"
-    if isinstance(v, (int, np.integer)):
-        return str(v)
-    if isinstance(v, (float, np.floating)):
-        x = float(v)
-        if not np.isfinite(x):
-            return "—"
-        return f"{x:.3f}" if abs(x) < 100 else f"{x:.1f}"
-    return str(v)
-
-
-def cell(column: str, v: Any) -> str:
-    """A cell of `column`: accuracies as percentages (71%), RMSPE to one decimal, everything else by `fmt`."""
-    if isinstance(v, (float, np.floating)) and np.isfinite(v):
-        if column in SHARE_COLUMNS:
-            return f"{v:.0%}"
-        if column in PERCENT_COLUMNS:
-            return f"{v:.1f}"
-    return fmt(v)
-
-
-def md_table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> str:
-    """A GitHub Markdown table of the given columns."""
-    cols = list(columns or frame.columns)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    lines += ["| " + " | ".join(cell(c, v) for c, v in zip(cols, row, strict=True)) + " |"
-              for row in frame[cols].itertuples(index=False)]
-    return "\n".join(lines)
-
-
 def _pct(x: float) -> str:
     return f"{x:.0%}" if np.isfinite(x) else "—"
 
@@ -218,7 +118,8 @@ def headline_lines(ev: Evaluation) -> list[str]:
     return lines
 
 
-READING = ("Measured = median `session.run` wall time of the whole model. A ratio is a sum or prediction divided "
+READING = ("Measured = `session.run` wall time of the whole model: the minimum of the block medians (the plain "
+           "median for stores collected before Hase measured in blocks). A ratio is a sum or prediction divided "
            "by the measured latency (1 = exact). Held-out = the model's family was left out of training (the "
            "kernel forests and the calibration), as it would be for a model the predictor never saw. Every "
            "column is explained in the [glossary](#glossary); in the HTML page, hover a column heading.")
@@ -324,7 +225,8 @@ def glossary(shown: Sequence[pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]
     cols = list(dict.fromkeys(c for frame in shown for c in frame.columns))
     missing = [c for c in cols if c not in COLUMNS]
     if missing:
-        raise HaseError(f"report columns without a glossary entry: {missing}; add them to report.COLUMNS")
+        raise HaseError(f"report columns without a glossary entry: {missing}; "
+                        f"add them to hase.predict.glossary.COLUMNS")
     columns = pd.DataFrame({"column": cols, "meaning": [COLUMNS[c] for c in cols]})
     sources = pd.DataFrame([{"source": SOURCES[ratio_column(ms)], "columns": f"`{ms}`, `{ratio_column(ms)}`",
                              "meaning": doc} for ms, doc in SOURCE_DOCS.items()])
@@ -363,60 +265,6 @@ def markdown(ev: Evaluation | None, plots: dict[str, Plot], plot_dir: str = "plo
     if ev is not None:
         parts += ["### Sources", "", md_table(sources), ""]
     return "\n".join(parts)
-
-
-# ---------------------------------------------------------------------- HTML
-
-_INLINE = re.compile(r"`([^`]+)`|\*\*([^*]+)\*\*|\[([^\]]+)\]\(([^)\s]+)\)")
-STYLE = """
-body{font-family:system-ui,sans-serif;line-height:1.45;color:#222;max-width:1200px;margin:0 auto;padding:1em 1.5em}
-h2{margin-top:2em;border-bottom:1px solid #ddd}p,li,figcaption{overflow-wrap:anywhere}p.intro{max-width:90ch}
-code{background:#f2f2f2;padding:0 .25em;border-radius:3px;font-size:90%}
-.scroll{overflow-x:auto;max-width:100%;margin:.5em 0 1em}
-table{border-collapse:collapse;font-size:13px}th,td{padding:3px 8px;border-bottom:1px solid #e3e3e3;text-align:left}
-th{background:#f6f6f6;vertical-align:bottom}th[title]{cursor:help;text-decoration:underline dotted}
-td.n{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
-table.glossary td{vertical-align:top}table.glossary td:first-child{white-space:nowrap}
-.plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,520px),1fr));gap:1.5em}
-figure{margin:0}img{width:100%;height:auto;border:1px solid #eee}figcaption{font-size:13px;color:#444}
-""".strip()
-
-
-def inline_html(text: str) -> str:
-    """Escape text and render its inline Markdown: `code`, **bold** and [links](#anchor)."""
-    out, pos = [], 0
-    for m in _INLINE.finditer(text):
-        out.append(html.escape(text[pos:m.start()]))
-        code, bold, label, href = m.groups()
-        out.append(f"<code>{html.escape(code)}</code>" if code is not None else
-                   f"<strong>{html.escape(bold)}</strong>" if bold is not None else
-                   f'<a href="{html.escape(href)}">{html.escape(label)}</a>')
-        pos = m.end()
-    return "".join(out) + html.escape(text[pos:])
-
-
-def html_table(frame: pd.DataFrame, css: str = "", markup: bool = False) -> str:
-    """A DataFrame as an HTML table in its own scrolling box; headings wrap at `_` and explain their column.
-
-    Numbers are formatted like the Markdown report and right-aligned; `markup` (the glossary's own tables)
-    renders cells' inline Markdown instead.
-    """
-    def th(c: str) -> str:
-        tip = f' title="{html.escape(COLUMNS[c].replace("`", ""))}"' if c in COLUMNS and not markup else ""
-        return f"<th{tip}>{html.escape(c).replace('_', '_<wbr>')}</th>"
-
-    def td(c: str, v: Any) -> str:
-        if markup and isinstance(v, str):
-            return f"<td>{inline_html(v)}</td>"
-        number = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
-        return f'<td class="n">{cell(c, v)}</td>' if number else f"<td>{html.escape(cell(c, v))}</td>"
-
-    cols = list(frame.columns)
-    rows = "".join("<tr>" + "".join(td(c, v) for c, v in zip(cols, row, strict=True)) + "</tr>\n"
-                   for row in frame.itertuples(index=False))
-    cls = f' class="{css}"' if css else ""
-    return (f'<div class="scroll"><table{cls}><thead><tr>{"".join(th(c) for c in cols)}</tr></thead>'
-            f"<tbody>\n{rows}</tbody></table></div>")
 
 
 def html_page(ev: Evaluation | None, plots: dict[str, Plot], dev: V.DevsetEvaluation | None = None) -> str:

@@ -22,7 +22,8 @@ from hase.predict.ratios import (
     ratio_column,
     ratio_summary,
 )
-from hase.predict.report import fmt, glossary, headline_lines, html_page, inline_html, markdown, md_table, write_report
+from hase.predict.render import fmt, inline_html, md_table
+from hase.predict.report import glossary, headline_lines, html_page, markdown, write_report
 
 
 @pytest.fixture(scope="module")
