@@ -8,10 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from hase import paths
 from hase.commands.common import (
     add_device_arg,
     add_input_shape_arg,
@@ -24,6 +26,7 @@ from hase.errors import HaseError
 if TYPE_CHECKING:  # pragma: no cover - the predictor stack loads only when a command runs
     from hase.measure.robust import BlockPolicy
     from hase.predict.check import PredictionCheck
+    from hase.predict.compare import Comparison
     from hase.predict.estimate import ModelEstimate, ModelResult
     from hase.predict.identity import UsedPredictor
     from hase.predict.metrics import Scores
@@ -39,11 +42,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "sum, and calibrate: latency = a*sum + g*n_kernels + b. Kernels predicted by a "
                                    "fallback forest are listed; none is ever counted as 0 ms.")
     p.add_argument("models", nargs="+", metavar="MODEL", help=".onnx files or directories of them (batch mode)")
-    add_device_arg(p, "device configuration whose predictor to use")
+    add_device_arg(p, f"device configuration whose predictor to use (default {paths.DEFAULT_DEVICE}); with "
+                      "--compare, one of the configurations to compare (repeatable; default: every installed one)",
+                   repeatable=True)
     add_predictors_arg(p)
     add_target_arg(p)
     add_input_shape_arg(p)
     p.add_argument("--top", type=int, default=10, help="how many of the slowest kernels to list")
+    p.add_argument("--compare", action="store_true",
+                   help="predict each model with every installed predictor (user-trained and shipped, see `hase "
+                        "predictors`), each in its own configuration (execution provider, threads, optimization "
+                        "level: its own kernel graph), and rank them: which is fastest and by how much")
     m = p.add_argument_group("checking a prediction (--measure)")
     m.add_argument("--measure", action="store_true",
                    help="also run each model here, in the predictor's configuration (execution provider, threads, "
@@ -83,11 +92,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.top < 0:
         raise HaseError(f"--top must be >= 0 (got {args.top})")
+    if args.compare:
+        return run_compare(args)
     policy = measure_policy(args)
     t0 = time.perf_counter()
     files = model_files(args.models)
     shapes, free = parse_input_shapes(args.input_shape), parse_free_dims(args.free_dim)
-    used = open_predictor(args.device, args.predictors, args.target)
+    used = open_predictor(one_device(args.device), args.predictors, args.target)
     bundle = used.bundle
     load_s = time.perf_counter() - t0
     estimates = estimate_models(files, bundle, args.target, shapes, free)
@@ -116,6 +127,76 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_batch(estimates, time.perf_counter() - t0)
     return 2 if failures else 0
+
+
+def one_device(devices: list[str] | None) -> str:
+    """The one `--device` of a prediction (default `paths.DEFAULT_DEVICE`); several need --compare."""
+    if not devices:
+        return paths.DEFAULT_DEVICE
+    if len(devices) > 1:
+        raise HaseError(f"--device names one predictor to use (got {devices}): add --compare to rank several")
+    return devices[0]
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    """`--compare`: every model predicted in every installed configuration, ranked; exit 2 when a model could not
+    be predicted in any configuration (with one model, that is the command's error)."""
+    from hase.kernels.shapes import parse_free_dims, parse_input_shapes
+    from hase.predict.compare import compare_models
+
+    if args.measure or args.blocks is not None or args.noise_bound is not None:
+        raise HaseError("--compare ranks predictions and measures nothing: drop --measure (check one configuration "
+                        "with `hase predict MODEL --device NAME --measure`)")
+    t0 = time.perf_counter()
+    files = model_files(args.models)
+    shapes, free = parse_input_shapes(args.input_shape), parse_free_dims(args.free_dim)
+    results = compare_models(files, args.device, args.predictors, args.target, shapes, free)
+    failed = [r for r in results if not r.predicted]
+    if len(results) == 1 and failed:
+        raise HaseError(f"{results[0].model}: no configuration could predict it: "
+                        + "; ".join(f"{r.config}: {r.error}" for r in failed[0].rows))
+    if args.json:
+        out = [r.to_dict() for r in results]
+        print(json.dumps(out[0] if len(out) == 1 else out, indent=1, default=float))
+    else:
+        for r in results:
+            print_comparison(r)
+        if len(results) > 1:
+            Console(highlight=False).print(f"{len(results)} models compared in {time.perf_counter() - t0:.1f} s")
+    return 2 if failed else 0
+
+
+def print_comparison(comp: Comparison) -> None:
+    """One table per model, fastest configuration first (* marks a predictor whose machine differs from this host),
+    then the one-sentence verdict and the host differences."""
+    c = Console(highlight=False, soft_wrap=True)
+    t = Table(title=f"{escape(comp.model)}: predicted latency per configuration", box=box.SIMPLE_HEAD, pad_edge=False,
+              padding=(0, 1, 0, 0))
+    for col in ("config", "opt", "thr", "kernels", "ms", "p10–p90", "±10 %", "RMSPE", "×"):
+        t.add_column(col, justify="left" if col in ("config", "opt") else "right")
+    for r in comp.rows:
+        ident, est = r.identity, r.estimate
+        settings = [escape(r.config) + ("[yellow]*[/]" if r.mismatches else ""),
+                    escape(ident.opt_level),
+                    f"{ident.intra_op_threads}/{ident.inter_op_threads}"]
+        accuracy = [f"{ident.acc10 * 100:.0f} %", f"{ident.rmspe:.1f} %"]
+        if est is None:
+            t.add_row(*settings, "", "[red]error[/]", escape(r.error[:30]), *accuracy, "")
+        else:
+            t.add_row(*settings, str(est.n_kernels), f"{est.latency_ms:.3f}", f"{est.low_ms:.3f}–{est.high_ms:.3f}",
+                      *accuracy, f"{comp.ratio(r):.2f}")
+    c.print(t)
+    c.print("opt: ONNX Runtime optimization level; thr: intra-op/inter-op threads; ms: predicted latency, p10–p90 "
+            "its interval; ±10 %, RMSPE: the predictor's held-out accuracy (leave-family-out); ×: latency over the "
+            "fastest's", markup=False)
+    if comp.predicted:
+        c.print(comp.verdict(), markup=False)
+    for r in comp.rows:
+        if r.mismatches:
+            c.print(f"[yellow]* {escape(r.config)}: this host differs from its machine[/]: "
+                    f"{escape('; '.join(r.mismatches))}")
+    for path, error in comp.unusable:
+        c.print(f"[red]not compared[/] {escape(path)}: {escape(error)}")
 
 
 def measure_policy(args: argparse.Namespace) -> BlockPolicy | None:

@@ -10,6 +10,8 @@ import pytest
 from hase import paths
 from hase.cli import COMMANDS, build_parser, main
 from hase.commands import common
+from hase.commands.predict import one_device
+from hase.errors import HaseError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,11 +43,13 @@ def test_predictors_default_to_the_shipped_ones(command):
 
 
 def test_device_option_single_or_repeatable():
-    for command in ("predict", "evaluate"):
-        assert _option(_sub(command), "--device").default == paths.DEFAULT_DEVICE == "cpu-1t"
-    for command in ("collect", "train"):
+    assert _option(_sub("evaluate"), "--device").default == paths.DEFAULT_DEVICE == "cpu-1t"
+    for command in ("collect", "train", "predict"):  # predict: one device, or several with --compare
         opt = _option(_sub(command), "--device")
         assert isinstance(opt, argparse._AppendAction) and opt.default is None
+    assert one_device(None) == paths.DEFAULT_DEVICE and one_device(["gpu"]) == "gpu"
+    with pytest.raises(HaseError, match="add --compare"):
+        one_device(["cpu-1t", "gpu"])
 
 
 @pytest.mark.parametrize("command", ["split", "profile", "predict"])
