@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 from functools import cache
 from pathlib import Path
 
@@ -29,6 +30,10 @@ SHARED_EXPORTED = Path(os.environ.get("HASE_SHARED_DIR") or REPO.parent / "share
 # Optional extras: every other exported model in SHARED_EXPORTED, when that folder exists.
 EXTRA_EXPORTED = {p.stem: p for p in sorted(SHARED_EXPORTED.glob("*.onnx")) if p.stem not in VENDORED}
 EXPORTED_MODELS = [*VENDORED, *EXTRA_EXPORTED]
+# ONNX Runtime's `all` level adds the NCHWc layout transformer on x86 only (blocked convolutions in domain
+# com.microsoft.nchwc, with ReorderInput/ReorderOutput kernels); elsewhere `all` keeps `extended`'s FusedConv.
+NCHWC_HOST = platform.machine().lower() in ("x86_64", "amd64")
+NCHWC = "com.microsoft.nchwc"
 
 
 @cache

@@ -11,7 +11,7 @@ from hase.measure.types import EP_PROVIDERS, OPT_LEVELS
 if TYPE_CHECKING:  # pragma: no cover - rich loads when a command shows progress
     from rich.console import Console
 
-DEFAULT_OPT_LEVEL = "extended"
+DEFAULT_OPT_LEVEL = "all"  # ONNX Runtime's own default: what a user's session runs
 EPS = tuple(EP_PROVIDERS)  # execution providers a command can measure on: cpu, cuda
 INPUT_SHAPE_METAVAR = "NAME=D0,D1,..."
 

@@ -25,7 +25,7 @@ class EPConfig:
     ep: str = "cpu"
     intra_op_threads: int = 1
     inter_op_threads: int = 1
-    opt_level: str = "extended"
+    opt_level: str = "all"  # ONNX Runtime's default level
     device_id: int = 0
 
     def __post_init__(self) -> None:

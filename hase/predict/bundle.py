@@ -126,8 +126,9 @@ class PredictorBundle:
         """The device configuration the predictor was trained for (ORT's kernel graph is built with it)."""
         meta = self.manifest.device_meta
         ep = "cuda" if "CUDA" in meta.execution_provider else "cpu"
-        return EPConfig(name=self.device, ep=ep, intra_op_threads=meta.intra_op_threads or 1,
-                        inter_op_threads=meta.inter_op_threads or 1, opt_level=meta.opt_level or "extended")
+        # 0 threads is ONNX Runtime's default (one per physical core), a setting of its own, not a missing value
+        return EPConfig(name=self.device, ep=ep, intra_op_threads=meta.intra_op_threads,
+                        inter_op_threads=meta.inter_op_threads, opt_level=meta.opt_level or "extended")
 
 
 def save_bundle(out_dir: str | Path, manifest: Manifest, predictors: Mapping[str, KernelPredictor],

@@ -62,7 +62,7 @@ def test_ep_options():
     for command in ("split", "profile"):
         parser = _sub(command)
         assert _option(parser, "--ep").default == "cpu" and tuple(_option(parser, "--ep").choices) == ("cpu", "cuda")
-        assert _option(parser, "--opt-level").default == "extended"
+        assert _option(parser, "--opt-level").default == "all"
         assert "all" in _option(parser, "--opt-level").choices
     assert _option(_sub("profile"), "--threads").default == 1
     assert not any("--threads" in a.option_strings for a in _sub("split")._actions)

@@ -41,7 +41,9 @@ def test_predictors_lists_the_shipped_one_with_its_figures(capsys, host_like_the
     held = manifest.target(manifest.default_target).held_out
     assert f"{paths.DEFAULT_DEVICE}  shipped: {SHIPPED_DIR}" in out
     assert f"{manifest.device_meta.execution_provider} on {manifest.device_meta.cpu_model}" in out
-    assert f"ONNX Runtime {manifest.device_meta.ort_version}, 1 intra-op / 1 inter-op thread(s), extended" in out
+    meta = manifest.device_meta
+    assert (f"ONNX Runtime {meta.ort_version}, {meta.intra_op_threads} intra-op / {meta.inter_op_threads} inter-op "
+            f"thread(s), {meta.opt_level} optimization") in out
     assert f"trained   {manifest.created_at[:10]}" in out and f"default target {manifest.default_target}" in out
     assert f"±10 % {held.acc10 * 100:.0f} % of {held.n} models, RMSPE {held.rmspe:.1f} %" in out
     assert "this host matches" in out and "differs" not in out
@@ -83,7 +85,7 @@ def test_an_unreadable_predictor_is_listed_with_its_reason_and_fails(capsys, tmp
     root = tmp_path / "p"
     shipped = load_bundle(SHIPPED_DIR)
     d = save_bundle(root / "cpu-1t", shipped.manifest, shipped.predictors)
-    (d / "span.json").write_text("{}")
+    (d / f"{shipped.manifest.default_target}.json").write_text("{}")  # damage a file the manifest lists
     assert main(["predictors", "--predictors", str(root)]) == 2
     out = capsys.readouterr().out
     assert "cpu-1t  --predictors:" in out and "cannot be used" in out and "sha256" in out
@@ -97,7 +99,8 @@ def test_predict_names_its_predictor_in_text_and_json(capsys, host_like_the_pred
     captured = capsys.readouterr()
     first = captured.out.splitlines()[0]
     assert first.startswith(f"predictor {paths.DEFAULT_DEVICE}: CPUExecutionProvider on ")
-    assert "extended optimization; trained " in first and f"shipped: {SHIPPED_DIR}" in first
+    opt_level = load_bundle(SHIPPED_DIR, []).manifest.device_meta.opt_level
+    assert f"{opt_level} optimization; trained " in first and f"shipped: {SHIPPED_DIR}" in first
     assert "warning" not in captured.err
     assert main(["predict", model, "--json"]) == 0
     pred = json.loads(capsys.readouterr().out)["predictor"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import onnx
 import pytest
-from conftest import conv_bn_relu_model, embedding_model
+from conftest import NCHWC, NCHWC_HOST, conv_bn_relu_model, embedding_model
 from onnx import TensorProto, helper
 
 from hase.errors import HaseError
@@ -13,11 +13,27 @@ from hase.measure.runtime import EPConfig
 
 
 def test_kernel_graph_applies_ort_fusions(conv_model_path):
-    kg = graph.kernel_graph(graph.load_model(conv_model_path), EPConfig())
+    kg = graph.kernel_graph(graph.load_model(conv_model_path), EPConfig(opt_level="extended"))
     ops = [n.op_type for n in kg.nodes]
+    assert kg.opt_level == "extended"
     assert "FusedConv" in ops and "BatchNormalization" not in ops  # Conv+BN folded, Conv+Relu fused
+    assert "Relu" not in ops and all(n.domain != NCHWC for n in kg.nodes)  # convolutions stay NCHW
     assert kg.values["y"].shape == (1, 10)
     assert all(kg.values[o].shape for n in kg.nodes for o in n.output)  # every tensor has ORT's shape
+
+
+def test_kernel_graph_at_all_applies_the_layout_transforms(conv_model_path):
+    kg = graph.kernel_graph(graph.load_model(conv_model_path), EPConfig())  # the default level: `all`
+    ops = [(n.domain, n.op_type) for n in kg.nodes]
+    assert kg.opt_level == "all"
+    assert not {"BatchNormalization", "Relu"} & {op for _, op in ops}  # the `extended` fusions happen first
+    if NCHWC_HOST:  # blocked convolutions, and reorders back to NCHW where a plain kernel reads their output
+        assert [d for d, op in ops if "Conv" in op] == [NCHWC, NCHWC]  # both convolutions, no FusedConv left
+        assert (NCHWC, "ReorderOutput") in ops
+    else:
+        assert ("com.microsoft", "FusedConv") in ops
+    assert kg.values["y"].shape == (1, 10)
+    assert all(kg.values[o].shape for n in kg.nodes for o in n.output)
 
 
 def test_symbolic_dim_needs_input_shape(tmp_path):

@@ -60,9 +60,12 @@ def test_good_config_and_defaults(tmp_path):
     path.write_text(FAST)
     cfg = load_collect_config(path)
     assert cfg.settings.profile_runs == 3 and cfg.settings.cold_max_bytes == 64 << 20
-    assert cfg.settings.kernel.max_time_s == 0.05 and cfg.devices == (EPConfig(name="cpu-test"),)
+    assert cfg.settings.kernel.max_time_s == 0.05 and cfg.devices == (EPConfig(name="cpu-test", opt_level="extended"),)
     path.write_text(DEVICE + "[model_timing]\nmax_runs = 400\n")
     cfg = load_collect_config(path)
+    # a device that names no level gets ONNX Runtime's default, `all`; one thread unless told
+    assert cfg.devices == (EPConfig(name="cpu-test"),) and cfg.devices[0].opt_level == "all"
+    assert (cfg.devices[0].intra_op_threads, cfg.devices[0].inter_op_threads) == (1, 1)
     assert cfg.settings.model.max_runs == 400 and cfg.settings.model.min_runs == MeasureSettings().model.min_runs
     assert cfg.settings.model_blocks == 3 and cfg.settings.canary == CanaryPolicy()  # the defaults
 
@@ -93,7 +96,21 @@ def test_shipped_config_is_valid():
     from conftest import REPO
 
     cfg = load_collect_config(REPO / "configs" / "devices.toml")
-    assert [d.name for d in cfg.devices] == ["cpu-1t"]
+    # what a user's session gets: ORT's default level, on one thread and on ORT's default thread count (0)
+    assert [(d.name, d.ep, d.intra_op_threads, d.inter_op_threads, d.opt_level) for d in cfg.devices] == [
+        ("cpu-1t", "cpu", 1, 1, "all"), ("cpu-mt", "cpu", 0, 1, "all")]
+
+
+def test_shipped_extended_device_is_valid_when_uncommented(tmp_path):
+    from conftest import REPO
+
+    text = (REPO / "configs" / "devices.toml").read_text()
+    start = text.index('# [[device]]\n# name = "cpu-1t-extended"')
+    block = text[start:text.index("\n\n", start)]
+    path = tmp_path / "devices.toml"
+    path.write_text(text + "\n" + "\n".join(line.removeprefix("# ") for line in block.splitlines()) + "\n")
+    (extended,) = [d for d in load_collect_config(path).devices if d.name == "cpu-1t-extended"]
+    assert (extended.intra_op_threads, extended.opt_level) == (1, "extended")
 
 
 def test_settings_hash_follows_every_setting(tmp_path):
@@ -102,7 +119,8 @@ def test_settings_hash_follows_every_setting(tmp_path):
     cfg = load_collect_config(path)
     ep, settings = cfg.devices[0], cfg.settings
     h = settings_hash(ep, settings)
-    assert len(h) == 16 and h == settings_hash(EPConfig(name="cpu-test"), load_collect_config(path).settings)
+    again = settings_hash(EPConfig(name="cpu-test", opt_level="extended"), load_collect_config(path).settings)
+    assert len(h) == 16 and h == again
     others = {settings_hash(dataclasses.replace(ep, intra_op_threads=2), settings),
               settings_hash(dataclasses.replace(ep, opt_level="all"), settings),
               settings_hash(ep, dataclasses.replace(settings, profile_runs=4)),

@@ -14,7 +14,7 @@ from hase.measure.model import measure_model, time_model
 from hase.measure.store import CANARY_COLS, DECOMP_COLS, SCHEMA, Store
 from hase.measure.types import DEVICE_META_COLS, EPConfig, MeasureSettings, ModelSource, TimingPolicy
 
-EP = EPConfig(name="cpu-test")
+EP = EPConfig(name="cpu-test")  # ONNX Runtime's default level, `all`
 FAST = TimingPolicy(warmup=1, min_runs=4, max_runs=8, min_time_s=0.0, max_time_s=1.0)
 SETTINGS = MeasureSettings(kernel=FAST, model=FAST, profile_warmup=1, profile_runs=3)
 
@@ -47,7 +47,8 @@ def test_model_row_has_the_documented_columns(measured):
     assert all(isinstance(row[c], float) for c in DECOMP_COLS)
     assert row["execute_us"] <= row["model_run_us"]
     assert {c: row[c] for c in ("device", "opt_level", "execution_provider")} == {
-        "device": "cpu-test", "opt_level": "extended", "execution_provider": "CPUExecutionProvider"}
+        "device": "cpu-test", "opt_level": EP.opt_level, "execution_provider": "CPUExecutionProvider"}
+    assert EP.opt_level == "all"  # EPConfig's default: ONNX Runtime's own default level
 
 
 def test_one_span_row_per_kernel_node(measured):

@@ -1,6 +1,7 @@
 """hase.predict.compare and `hase predict --compare`: a model predicted in every installed configuration, each on
-its own ORT kernel graph, ranked fastest first. Real ONNX Runtime: the shipped `cpu-1t` predictor (`extended`)
-beside a copy of it declared for ORT's `all` optimization level, whose kernel graph of a CNN differs."""
+its own ORT kernel graph, ranked fastest first. Real ONNX Runtime: the shipped `cpu-1t` predictor (at ORT's `all`
+optimization level) beside a copy of it declared for the other level (`extended`), whose kernel graph of a CNN
+differs."""
 from __future__ import annotations
 
 import dataclasses
@@ -23,9 +24,11 @@ from hase.predict.estimate import estimate_model
 from hase.predict.identity import HostInfo
 from hase.predict.manifest import MANIFEST, Manifest, json_default
 
-ALL = "cpu-1t-all"
 CNN = "timm_semnasnet_050_cls10_b1"
 SHIPPED_DIR = paths.SHIPPED_PREDICTORS / paths.DEFAULT_DEVICE
+SHIPPED_LEVEL = read_manifest(SHIPPED_DIR).device_meta.opt_level
+OTHER_LEVEL = "extended" if SHIPPED_LEVEL == "all" else "all"  # the level the copy declares
+OTHER = f"cpu-1t-{OTHER_LEVEL}"
 
 
 def copy_predictor(dest: Path, device: str, opt_level: str) -> Path:
@@ -42,9 +45,9 @@ def copy_predictor(dest: Path, device: str, opt_level: str) -> Path:
 
 @pytest.fixture
 def user_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A user predictors directory holding `cpu-1t-all` (the shipped `cpu-1t` stays visible beside it)."""
+    """A user predictors directory holding `OTHER` (the shipped `cpu-1t` stays visible beside it)."""
     user = tmp_path / "user"
-    copy_predictor(user, ALL, "all")
+    copy_predictor(user, OTHER, OTHER_LEVEL)
     monkeypatch.setenv(paths.PREDICTORS_ENV, str(user))
     return user
 
@@ -63,20 +66,20 @@ def kernel_count(model: Path, opt_level: str) -> int:
 
 
 def test_copied_predictor_verifies_with_its_new_configuration(user_dir):
-    m = read_manifest(user_dir / ALL)
-    assert (m.device, m.device_meta.opt_level) == (ALL, "all")
-    assert load_bundle(user_dir / ALL).ep_config().opt_level == "all"
+    m = read_manifest(user_dir / OTHER)
+    assert (m.device, m.device_meta.opt_level) == (OTHER, OTHER_LEVEL) and OTHER_LEVEL != SHIPPED_LEVEL
+    assert load_bundle(user_dir / OTHER).ep_config().opt_level == OTHER_LEVEL
 
 
 def test_each_configuration_builds_its_own_kernel_graph_and_is_ranked(user_dir):
     model = exported_model(CNN)
     [comp] = compare_models([model], host=shipped_host())
-    assert {r.config for r in comp.rows} == {paths.DEFAULT_DEVICE, ALL} and comp.unusable == ()
+    assert {r.config for r in comp.rows} == {paths.DEFAULT_DEVICE, OTHER} and comp.unusable == ()
     by = {r.config: r for r in comp.rows}
-    assert (by[ALL].identity.opt_level, by[paths.DEFAULT_DEVICE].identity.opt_level) == ("all", "extended")
-    n_all, n_ext = kernel_count(model, "all"), kernel_count(model, "extended")
-    assert n_all != n_ext  # NCHWc convolutions and their reorders at `all`
-    assert (by[ALL].estimate.n_kernels, by[paths.DEFAULT_DEVICE].estimate.n_kernels) == (n_all, n_ext)
+    assert (by[OTHER].identity.opt_level, by[paths.DEFAULT_DEVICE].identity.opt_level) == (OTHER_LEVEL, SHIPPED_LEVEL)
+    n_other, n_shipped = kernel_count(model, OTHER_LEVEL), kernel_count(model, SHIPPED_LEVEL)
+    assert n_other != n_shipped  # NCHWc convolutions and their reorders at `all`
+    assert (by[OTHER].estimate.n_kernels, by[paths.DEFAULT_DEVICE].estimate.n_kernels) == (n_other, n_shipped)
     plain = estimate_model(model, load_bundle(SHIPPED_DIR))  # `hase predict` without --compare
     assert by[paths.DEFAULT_DEVICE].latency_ms == pytest.approx(plain.latency_ms)
     fast, slow = comp.rows
@@ -95,16 +98,16 @@ def test_host_mismatches_mark_each_configuration(user_dir, conv_model_path):
 
 
 def test_devices_restrict_and_an_unknown_device_is_named(user_dir, conv_model_path):
-    [comp] = compare_models([conv_model_path], devices=[ALL], host=shipped_host())
-    assert [r.config for r in comp.rows] == [ALL] and comp.fastest.config == ALL
+    [comp] = compare_models([conv_model_path], devices=[OTHER], host=shipped_host())
+    assert [r.config for r in comp.rows] == [OTHER] and comp.fastest.config == OTHER
     assert "the only configuration" in comp.verdict()
-    with pytest.raises(HaseError, match=r"no installed predictor for device\(s\) \['tpu'\].*cpu-1t-all"):
+    with pytest.raises(HaseError, match=rf"no installed predictor for device\(s\) \['tpu'\].*{OTHER}"):
         compare_models([conv_model_path], devices=["tpu"], host=shipped_host())
 
 
 def test_a_broken_predictor_is_reported_and_the_rest_compared(user_dir, conv_model_path):
-    copy_predictor(user_dir, "cpu-broken", "all")
-    (user_dir / "cpu-broken" / "span.json").write_text("{}")
+    broken = copy_predictor(user_dir, "cpu-broken", OTHER_LEVEL)
+    (broken / f"{read_manifest(broken).default_target}.json").write_text("{}")  # a file the manifest lists
     [comp] = compare_models([conv_model_path], host=shipped_host())
     assert len(comp.predicted) == 2
     [(path, error)] = comp.unusable
@@ -113,7 +116,7 @@ def test_a_broken_predictor_is_reported_and_the_rest_compared(user_dir, conv_mod
 
 def test_a_shadowed_shipped_predictor_is_compared_under_its_own_label(tmp_path, monkeypatch, conv_model_path):
     user = tmp_path / "user"
-    copy_predictor(user, paths.DEFAULT_DEVICE, "all")
+    copy_predictor(user, paths.DEFAULT_DEVICE, OTHER_LEVEL)
     monkeypatch.setenv(paths.PREDICTORS_ENV, str(user))
     [comp] = compare_models([conv_model_path], host=shipped_host())
     assert {r.config for r in comp.rows} == {paths.DEFAULT_DEVICE, f"{paths.DEFAULT_DEVICE} (shipped)"}
@@ -124,8 +127,9 @@ def test_cli_compare_table_and_verdict(user_dir, capsys):
     assert main(["predict", model, "--compare", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     rows = {r["config"]: r for r in out["configs"]}
-    assert set(rows) == {paths.DEFAULT_DEVICE, ALL} and rows[ALL]["opt_level"] == "all"
-    assert rows[ALL]["n_kernels"] != rows[paths.DEFAULT_DEVICE]["n_kernels"]
+    assert set(rows) == {paths.DEFAULT_DEVICE, OTHER} and rows[OTHER]["opt_level"] == OTHER_LEVEL
+    assert rows[paths.DEFAULT_DEVICE]["opt_level"] == SHIPPED_LEVEL
+    assert rows[OTHER]["n_kernels"] != rows[paths.DEFAULT_DEVICE]["n_kernels"]
     fast, slow = out["configs"]
     assert (out["fastest"], out["slowest"], fast["ratio_to_fastest"]) == (fast["config"], slow["config"], 1.0)
     assert out["speedup"] == pytest.approx(slow["latency_ms"] / fast["latency_ms"])
@@ -144,7 +148,7 @@ def test_cli_compare_batch_lists_a_failed_model(user_dir, tmp_path, capsys):
     assert main(["predict", str(tmp_path), "--compare", "--json"]) == 2
     junk, ok = json.loads(capsys.readouterr().out)  # sorted: junk.onnx, m.onnx
     assert junk["fastest"] is None and all(r["error"] for r in junk["configs"])
-    assert ok["fastest"] in (paths.DEFAULT_DEVICE, ALL) and len(ok["configs"]) == 2
+    assert ok["fastest"] in (paths.DEFAULT_DEVICE, OTHER) and len(ok["configs"]) == 2
     assert main(["predict", str(tmp_path / "m.onnx"), str(tmp_path / "m.onnx"), "--compare"]) == 0
     assert capsys.readouterr().out.count("fastest: ") == 2
 
@@ -153,12 +157,12 @@ def test_cli_compare_errors_are_one_line(user_dir, tmp_path, conv_model_path, ca
     m = str(conv_model_path)
     assert main(["predict", m, "--compare", "--device", "tpu"]) == 2
     assert "no installed predictor for device(s) ['tpu']" in capsys.readouterr().err
-    assert main(["predict", m, "--device", paths.DEFAULT_DEVICE, "--device", ALL]) == 2
+    assert main(["predict", m, "--device", paths.DEFAULT_DEVICE, "--device", OTHER]) == 2
     assert "add --compare" in capsys.readouterr().err
     assert main(["predict", m, "--compare", "--measure"]) == 2
     assert "drop --measure" in capsys.readouterr().err
     (tmp_path / "junk.onnx").write_bytes(b"junk")
     assert main(["predict", str(tmp_path / "junk.onnx"), "--compare"]) == 2
     assert "no configuration could predict it" in capsys.readouterr().err
-    assert main(["predict", m, "--compare", "--device", ALL, "--device", paths.DEFAULT_DEVICE]) == 0
+    assert main(["predict", m, "--compare", "--device", OTHER, "--device", paths.DEFAULT_DEVICE]) == 0
     assert capsys.readouterr().out.count("fastest: ") == 1

@@ -90,7 +90,9 @@ def test_resume_after_interruption_redoes_nothing(tmp_path, evaluated, bundle):
 
 def test_resume_refuses_another_configuration(tmp_path, evaluated, bundle):
     models, csv, _ = evaluated
-    other = pd.read_csv(csv).assign(opt_level="all")
+    level = bundle.ep_config().opt_level
+    assert set(pd.read_csv(csv)["opt_level"]) == {level}  # the CSV records the predictor's level
+    other = pd.read_csv(csv).assign(opt_level="extended" if level == "all" else "all")
     other.to_csv(tmp_path / "devset.csv", index=False)
     with pytest.raises(HaseError, match="measured with opt_level"):
         V.evaluate_devset(models, bundle, tmp_path / "devset.csv", policy=QUICK)

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import conv_bn_relu_model
+from conftest import NCHWC_HOST, conv_bn_relu_model
 
 from hase.errors import HaseError
 from hase.kernels import graph, split
@@ -129,15 +129,22 @@ def test_registry_checks_itself():
         F.get_family("nope")
 
 
-def test_features_of_a_real_kernel_graph():
-    kg = graph.kernel_graph(conv_bn_relu_model(c=8, hw=16), EPConfig())
+@pytest.mark.parametrize("opt_level", ["extended", "all"])
+def test_features_of_a_real_kernel_graph(opt_level):
+    kg = graph.kernel_graph(conv_bn_relu_model(c=8, hw=16), EPConfig(opt_level=opt_level))
     specs = [n.spec for n in split.split(kg)]
     keys = [F.kernel_key(s) for s in specs]
-    assert "FusedConv" in keys and "Gemm" in keys
+    nchwc = opt_level == "all" and NCHWC_HOST
+    conv = "Conv" if nchwc else "FusedConv"  # NCHWc Conv at `all` on x86 (the activation fused in as well)
+    assert conv in keys and "Gemm" in keys
     for s in specs:
         values = list(F.extract(s).values())
         assert all(math.isfinite(v) for v in values), s.op_type
-    first = next(s for s in specs if s.op_type == "FusedConv")
-    assert F.extract(first)["flops"] == 2 * 8 * 16 * 16 * 3 * 9
+    first = next(s for s in specs if s.op_type == conv)
+    assert F.extract(first)["activation"] == 1  # the Relu, fused into the first convolution at both levels
+    # NCHWc pads the output channels to its block (8 or 16 on x86): the work the kernel really does
+    c_out = first.inputs[1].shape[0]
+    assert c_out % 8 == 0 if nchwc else c_out == 8
+    assert F.extract(first)["flops"] == 2 * c_out * 16 * 16 * 3 * 9
     costs = F.cost_frame(specs)
     assert list(costs.columns) == ["key", "family", "flops", "bytes"] and np.all(costs["bytes"] > 0)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from conftest import REPO
 
+from hase.commands.common import DEFAULT_OPT_LEVEL
 from hase.errors import HaseError
 from hase.measure.types import DeviceMeta
 from hase.predict.calibration import Calibration
@@ -70,7 +71,11 @@ def test_the_shipped_manifest_parses_and_round_trips_exactly():
     assert entry.calibration.calibration.name == raw["targets"][m.default_target]["calibration"]["name"]
     assert set(entry.predictor.skipped) == set(raw["targets"][m.default_target]["predictor"]["skipped"])
     assert as_json(m) == raw and raw[DIGEST] == manifest_digest(raw)
-    assert set(m.files) == {"span.npz", "span.json", "baselines.csv", "cv_kernels.csv", "cv_models.csv"}
+    target = m.default_target  # only its forests are shipped
+    assert set(m.files) == {f"{target}.npz", f"{target}.json", "baselines.csv", "cv_kernels.csv", "cv_models.csv"}
+    assert {p.name for p in SHIPPED.parent.iterdir()} == {*m.files, SHIPPED.name}  # nothing else, nothing missing
+    # the shipped predictor describes the default device configuration: ORT's default level, one thread
+    assert (m.device_meta.opt_level, m.device_meta.inter_op_threads) == (DEFAULT_OPT_LEVEL, 1)
 
 
 def test_a_built_manifest_round_trips():
