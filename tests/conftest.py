@@ -30,6 +30,9 @@ SHARED_EXPORTED = Path(os.environ.get("HASE_SHARED_DIR") or REPO.parent / "share
 # Optional extras: every other exported model in SHARED_EXPORTED, when that folder exists.
 EXTRA_EXPORTED = {p.stem: p for p in sorted(SHARED_EXPORTED.glob("*.onnx")) if p.stem not in VENDORED}
 EXPORTED_MODELS = [*VENDORED, *EXTRA_EXPORTED]
+# The predictors the checkout ships (hase/predictors/<device>/manifest.json), read from disk, not from Hase:
+# tests that list or compare installed predictors hold for any set of them.
+SHIPPED_DEVICES = sorted(p.parent.name for p in (REPO / "hase" / "predictors").glob("*/manifest.json"))
 # ONNX Runtime's `all` level adds the NCHWc layout transformer on x86 only (blocked convolutions in domain
 # com.microsoft.nchwc, with ReorderInput/ReorderOutput kernels); elsewhere `all` keeps `extended`'s FusedConv.
 NCHWC_HOST = platform.machine().lower() in ("x86_64", "amd64")

@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO, exported_model
+from conftest import REPO, SHIPPED_DEVICES, exported_model
 
 from hase import paths
 from hase.predict.manifest import MANIFEST
@@ -72,9 +72,13 @@ def clean_env(tmp: Path) -> dict[str, str]:
 
 def test_the_wheel_holds_the_shipped_predictors(wheel: Path):
     names = set(zipfile.ZipFile(wheel).namelist())
-    shipped = json.loads((paths.SHIPPED_PREDICTORS / paths.DEFAULT_DEVICE / MANIFEST).read_text())
-    for name in [MANIFEST, *shipped["files"]]:
-        assert f"hase/predictors/{paths.DEFAULT_DEVICE}/{name}" in names, name
+    assert paths.DEFAULT_DEVICE in SHIPPED_DEVICES
+    for device in SHIPPED_DEVICES:  # every predictor of the checkout, each with every file its manifest lists
+        shipped = json.loads((REPO / "hase" / "predictors" / device / MANIFEST).read_text())
+        for name in [MANIFEST, *shipped["files"]]:
+            assert f"hase/predictors/{device}/{name}" in names, (device, name)
+    in_wheel = {n.split("/")[2] for n in names if n.startswith("hase/predictors/") and n.endswith(f"/{MANIFEST}")}
+    assert sorted(in_wheel) == SHIPPED_DEVICES
     assert not any(n.startswith(("tests/", "data/", "docs/")) for n in names)
 
 
@@ -98,6 +102,7 @@ def test_the_installed_wheel_predicts_with_its_shipped_predictor(installed: Path
     text = run([hase, "predict", model], cwd=elsewhere, env=env).stdout
     assert text.startswith(f"predictor {paths.DEFAULT_DEVICE}: ") and f"shipped: {pred['path']}" in text
     listed = json.loads(run([hase, "predictors", "--json"], cwd=elsewhere, env=env).stdout)
-    assert [(e["device"], e["source"], e["path"]) for e in listed] == [(paths.DEFAULT_DEVICE, "shipped", pred["path"])]
-    assert listed[0]["error"] is None and listed[0]["acc10"] > 0
+    assert [(e["device"], e["source"], Path(e["path"])) for e in listed] == [
+        (d, "shipped", package / "predictors" / d) for d in SHIPPED_DEVICES]  # every one the checkout ships
+    assert all(e["error"] is None and e["acc10"] > 0 for e in listed)
     assert list(elsewhere.iterdir()) == []  # predicting wrote nothing into the working directory

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import REPO, exported_model
+from conftest import REPO, SHIPPED_DEVICES, exported_model
 
 from hase import paths
 from hase.cli import main
@@ -52,8 +52,10 @@ def test_predictors_lists_the_shipped_one_with_its_figures(capsys, host_like_the
 
 def test_predictors_json_flags_a_host_that_differs(capsys, another_host):
     assert main(["predictors", "--json"]) == 0
-    (entry,) = json.loads(capsys.readouterr().out)
-    assert entry["device"] == paths.DEFAULT_DEVICE and entry["source"] == SHIPPED and entry["error"] is None
+    listed = json.loads(capsys.readouterr().out)
+    assert [(e["device"], e["source"]) for e in listed] == [(d, SHIPPED) for d in SHIPPED_DEVICES]
+    (entry,) = [e for e in listed if e["device"] == paths.DEFAULT_DEVICE]
+    assert entry["error"] is None
     assert entry["path"] == str(SHIPPED_DIR) and entry["shadowed"] is False and 0 < entry["acc10"] <= 1
     for key in ("cpu_model", "ort_version", "execution_provider", "intra_op_threads", "inter_op_threads",
                 "opt_level", "created_at", "default_target", "rmspe", "n_held_out"):
@@ -71,7 +73,8 @@ def test_a_user_trained_predictor_shadows_the_shipped_one(capsys, tmp_path, monk
     save_bundle(user / paths.DEFAULT_DEVICE, shipped.manifest, shipped.predictors)
     assert main(["predictors", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert [(e["source"], e["shadowed"]) for e in listed] == [(USER, False), (SHIPPED, True)]
+    assert [(e["device"], e["source"], e["shadowed"]) for e in listed] == [
+        (paths.DEFAULT_DEVICE, USER, False), *[(d, SHIPPED, d == paths.DEFAULT_DEVICE) for d in SHIPPED_DEVICES]]
     assert main(["predictors"]) == 0
     assert "hidden by the user-trained predictor above" in capsys.readouterr().out
     model = str(exported_model("hf_bert_tiny_s64_b2"))

@@ -1,7 +1,8 @@
 """hase.predict.compare and `hase predict --compare`: a model predicted in every installed configuration, each on
 its own ORT kernel graph, ranked fastest first. Real ONNX Runtime: the shipped `cpu-1t` predictor (at ORT's `all`
 optimization level) beside a copy of it declared for the other level (`extended`), whose kernel graph of a CNN
-differs."""
+differs. Every other shipped predictor (`SHIPPED_DEVICES`) is installed too: a test that wants exactly those two
+configurations names them with `devices` / `--device`."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import onnx
 import pytest
-from conftest import conv_bn_relu_model, exported_model
+from conftest import SHIPPED_DEVICES, conv_bn_relu_model, exported_model
 
 from hase import paths
 from hase.cli import main
@@ -73,8 +74,9 @@ def test_copied_predictor_verifies_with_its_new_configuration(user_dir):
 
 def test_each_configuration_builds_its_own_kernel_graph_and_is_ranked(user_dir):
     model = exported_model(CNN)
-    [comp] = compare_models([model], host=shipped_host())
-    assert {r.config for r in comp.rows} == {paths.DEFAULT_DEVICE, OTHER} and comp.unusable == ()
+    [comp] = compare_models([model], devices=[paths.DEFAULT_DEVICE, OTHER], host=shipped_host())
+    assert sorted(r.config for r in comp.rows) == sorted([paths.DEFAULT_DEVICE, OTHER])
+    assert comp.unusable == ()
     by = {r.config: r for r in comp.rows}
     assert (by[OTHER].identity.opt_level, by[paths.DEFAULT_DEVICE].identity.opt_level) == (OTHER_LEVEL, SHIPPED_LEVEL)
     n_other, n_shipped = kernel_count(model, OTHER_LEVEL), kernel_count(model, SHIPPED_LEVEL)
@@ -109,7 +111,7 @@ def test_a_broken_predictor_is_reported_and_the_rest_compared(user_dir, conv_mod
     broken = copy_predictor(user_dir, "cpu-broken", OTHER_LEVEL)
     (broken / f"{read_manifest(broken).default_target}.json").write_text("{}")  # a file the manifest lists
     [comp] = compare_models([conv_model_path], host=shipped_host())
-    assert len(comp.predicted) == 2
+    assert sorted(r.config for r in comp.predicted) == sorted([*SHIPPED_DEVICES, OTHER])  # every other one
     [(path, error)] = comp.unusable
     assert path.endswith("cpu-broken") and "sha256" in error
 
@@ -119,15 +121,20 @@ def test_a_shadowed_shipped_predictor_is_compared_under_its_own_label(tmp_path, 
     copy_predictor(user, paths.DEFAULT_DEVICE, OTHER_LEVEL)
     monkeypatch.setenv(paths.PREDICTORS_ENV, str(user))
     [comp] = compare_models([conv_model_path], host=shipped_host())
-    assert {r.config for r in comp.rows} == {paths.DEFAULT_DEVICE, f"{paths.DEFAULT_DEVICE} (shipped)"}
+    assert paths.DEFAULT_DEVICE in SHIPPED_DEVICES
+    others = [d for d in SHIPPED_DEVICES if d != paths.DEFAULT_DEVICE]  # not shadowed: under their own name
+    assert sorted(r.config for r in comp.rows) == sorted(
+        [paths.DEFAULT_DEVICE, f"{paths.DEFAULT_DEVICE} (shipped)", *others])
 
 
 def test_cli_compare_table_and_verdict(user_dir, capsys):
     model = str(exported_model(CNN))
-    assert main(["predict", model, "--compare", "--json"]) == 0
+    two = ["--device", paths.DEFAULT_DEVICE, "--device", OTHER]
+    assert main(["predict", model, "--compare", "--json", *two]) == 0
     out = json.loads(capsys.readouterr().out)
     rows = {r["config"]: r for r in out["configs"]}
-    assert set(rows) == {paths.DEFAULT_DEVICE, OTHER} and rows[OTHER]["opt_level"] == OTHER_LEVEL
+    assert len(out["configs"]) == 2 and set(rows) == {paths.DEFAULT_DEVICE, OTHER}
+    assert rows[OTHER]["opt_level"] == OTHER_LEVEL
     assert rows[paths.DEFAULT_DEVICE]["opt_level"] == SHIPPED_LEVEL
     assert rows[OTHER]["n_kernels"] != rows[paths.DEFAULT_DEVICE]["n_kernels"]
     fast, slow = out["configs"]
@@ -135,7 +142,7 @@ def test_cli_compare_table_and_verdict(user_dir, capsys):
     assert out["speedup"] == pytest.approx(slow["latency_ms"] / fast["latency_ms"])
     assert fast["interval_ms"][0] <= fast["latency_ms"] <= fast["interval_ms"][1]
     assert 0 <= fast["held_out_acc10"] <= 1 and fast["held_out_rmspe"] > 0
-    assert main(["predict", model, "--compare"]) == 0
+    assert main(["predict", model, "--compare", *two]) == 0
     text = capsys.readouterr().out
     assert all(f" {c}" in text for c in rows) and " all " in text and " extended " in text
     assert f"fastest: {fast['config']} ({fast['latency_ms']:.3f} ms), {out['speedup']:.2f}× faster than " \
@@ -145,7 +152,8 @@ def test_cli_compare_table_and_verdict(user_dir, capsys):
 def test_cli_compare_batch_lists_a_failed_model(user_dir, tmp_path, capsys):
     onnx.save(conv_bn_relu_model(), tmp_path / "m.onnx")
     (tmp_path / "junk.onnx").write_bytes(b"junk")
-    assert main(["predict", str(tmp_path), "--compare", "--json"]) == 2
+    assert main(["predict", str(tmp_path), "--compare", "--json", "--device", paths.DEFAULT_DEVICE,
+                 "--device", OTHER]) == 2
     junk, ok = json.loads(capsys.readouterr().out)  # sorted: junk.onnx, m.onnx
     assert junk["fastest"] is None and all(r["error"] for r in junk["configs"])
     assert ok["fastest"] in (paths.DEFAULT_DEVICE, OTHER) and len(ok["configs"]) == 2

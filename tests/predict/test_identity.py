@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import SHIPPED_DEVICES
 from test_bundle import current_manifest, fitted  # noqa: F401  (fitted: a module-scoped fixture)
 
 from hase import paths
@@ -93,8 +94,11 @@ def test_installed_verifies_each_predictor_and_lists_a_broken_one(fitted, tmp_pa
     (broken / "warm.json").write_text("{}")
     listed = installed(host=HOME)
     assert [(p.found.device, p.found.source, p.found.shadowed) for p in listed] == [
-        ("cpu-1t", USER, False), ("cpu-2t", USER, False), ("cpu-1t", SHIPPED, True)]  # lookup order
-    mine, bad, shipped = listed
+        ("cpu-1t", USER, False), ("cpu-2t", USER, False),
+        *[(d, SHIPPED, d == "cpu-1t") for d in SHIPPED_DEVICES]]  # lookup order
+    mine, bad = listed[:2]
+    (shipped,) = [p for p in listed[2:] if p.found.device == "cpu-1t"]
+    assert all(p.identity is not None and p.error == "" for p in listed[2:])  # every shipped one verifies
     assert mine.identity is not None and mine.mismatches == () and mine.error == ""
     assert shipped.identity is not None and shipped.identity.ort_version != "1.20"
     assert any(m.startswith("ONNX Runtime 1.20, the predictor's") for m in shipped.mismatches)
