@@ -281,12 +281,14 @@ def print_batch(results: Sequence[ModelResult], wall_s: float) -> None:
 
 def print_check(check: PredictionCheck) -> None:
     """Predicted vs measured (the robust statistic, its spread, the error) and the top kernels vs in-model time."""
+    from hase.predict.identity import threads_text
+
     c = Console(highlight=False)
     m, ep = check.measured, check.ep
     c.print(f"measured here: [bold]{m.latency_ms:.3f} ms[/] ({m.statistic}: {len(m.block_medians_ms)} blocks, "
             f"{m.n_runs} runs after {m.warmup} warm-up, IOBinding; all runs p10 {m.p10_ms:.3f} / median "
             f"{m.median_ms:.3f} / p90 {m.p90_ms:.3f} ms) with the predictor's configuration: {escape(ep.provider)}, "
-            f"{ep.intra_op_threads} intra-op / {ep.inter_op_threads} inter-op threads, {escape(ep.opt_level)} "
+            f"{threads_text(ep.intra_op_threads, ep.inter_op_threads)}, {escape(ep.opt_level)} "
             f"optimization; ORT {escape(str(check.device_meta.get('ort_version', '?')))} on "
             f"{escape(str(check.device_meta.get('cpu_model', '?')))}")
     c.print(f"prediction error [bold]{check.error_pct:+.1f} %[/] (predicted {check.estimate.latency_ms:.3f} ms)")

@@ -54,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
 def print_predictors(found: Sequence[InstalledPredictor], roots: Sequence[str]) -> None:
     """One block per predictor, in lookup order: where it lives, what it was trained on and for, how good it
     was on held-out families, and how this host differs (or why it cannot be used)."""
+    from hase.predict.identity import threads_text
+
     c = Console(highlight=False, soft_wrap=True)  # long paths and CPU names stay on one line in logs
     c.print(f"searched, in this order: {'; '.join(roots)}", markup=False)
     for p in found:
@@ -66,8 +68,9 @@ def print_predictors(found: Sequence[InstalledPredictor], roots: Sequence[str]) 
         gpu = f" + {ident.gpu_name} (driver {ident.gpu_driver})" if ident.gpu_name else ""
         rows = [
             ("device", f"{ident.execution_provider} on {ident.cpu_model}{gpu}"),
-            ("runtime", f"ONNX Runtime {ident.ort_version}, {ident.intra_op_threads} intra-op / "
-                        f"{ident.inter_op_threads} inter-op thread(s), {ident.opt_level} optimization"),
+            ("runtime", f"ONNX Runtime {ident.ort_version}, "
+                        f"{threads_text(ident.intra_op_threads, ident.inter_op_threads)}, "
+                        f"{ident.opt_level} optimization"),
             ("trained", f"{ident.trained_on} with Hase {ident.hase_version}, on {ident.n_models} models of "
                         f"{len(ident.families)} families; default target {ident.default_target}"),
             ("held-out", f"±10 % {ident.acc10 * 100:.0f} % of {ident.n_held_out} models, RMSPE {ident.rmspe:.1f} % "

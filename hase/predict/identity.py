@@ -129,6 +129,13 @@ def host_mismatches(ident: PredictorIdentity, host: HostInfo) -> list[str]:
     return out
 
 
+def threads_text(intra: int, inter: int) -> str:
+    """How a configuration's threads read in output: `1 intra-op / 1 inter-op thread(s)`; 0 is ORT's default."""
+    intra_s = "ORT's default intra-op (one per physical core)" if intra == 0 else f"{intra} intra-op"
+    inter_s = "ORT's default inter-op" if inter == 0 else f"{inter} inter-op"
+    return f"{intra_s} / {inter_s} thread(s)"
+
+
 def describe(ident: PredictorIdentity) -> str:
     """One line naming a predictor: device, hardware, runtime, settings, training date, held-out figures, place.
 
@@ -139,7 +146,7 @@ def describe(ident: PredictorIdentity) -> str:
     """
     hw = ident.cpu_model + (f" + {ident.gpu_name} (driver {ident.gpu_driver})" if ident.gpu_name else "")
     return (f"{ident.device}: {ident.execution_provider} on {hw}, ORT {ident.ort_version}, "
-            f"{ident.intra_op_threads} intra-op / {ident.inter_op_threads} inter-op thread(s), {ident.opt_level} "
+            f"{threads_text(ident.intra_op_threads, ident.inter_op_threads)}, {ident.opt_level} "
             f"optimization; trained {ident.trained_on} on {ident.n_models} models; held-out ({ident.target}) "
             f"±10 % {ident.acc10 * 100:.0f} %, RMSPE {ident.rmspe:.1f} %; {ident.source}: {ident.path}")
 

@@ -121,3 +121,11 @@ def test_open_predictor_loads_the_shipped_one_with_its_identity():
     assert unshipped
     with pytest.raises(Exception, match="no predictor for target"):
         open_predictor(paths.DEFAULT_DEVICE, target=unshipped[0], host=HOME)
+
+
+def test_threads_text_names_ort_default_threads():
+    from hase.predict.identity import threads_text
+
+    assert threads_text(1, 1) == "1 intra-op / 1 inter-op thread(s)"
+    assert threads_text(0, 1).startswith("ORT's default intra-op (one per physical core) / 1 inter-op")
+    assert "0 intra-op" not in threads_text(0, 0) and "ORT's default inter-op" in threads_text(0, 0)
