@@ -29,7 +29,7 @@ REPORT ?= reports
 DEVSET ?= models/dev
 DEVSET_OUT ?= reports/devset
 
-.PHONY: setup demo test test-fast lint typecheck zoo collect train report bench clean devset devset-eval
+.PHONY: setup demo test test-fast lint typecheck zoo collect train report bench clean devset devset-eval devset-dynamic devset-sweep
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -78,6 +78,18 @@ devset:
 
 devset-eval: setup
 	$(HASE) evaluate --devset $(DEVSET) --device cpu-1t --out $(DEVSET_OUT)
+
+# Batch sweep: symbolic-batch copies of the devset's quick models (those whose batch can be freed) plus text encoders
+# exported with symbolic batch and sequence (benchmarks/export_dynamic.py, in the devset's venv), each predicted and
+# measured at --free-dim batch=1, 2, 4, 8.
+DEVSET_VENV ?= /tmp/devset-venv
+DEVSET_DYNAMIC ?= $(DEVSET)-dynamic-text
+devset-dynamic:
+	$(DEVSET_VENV)/bin/python benchmarks/export_dynamic.py --out $(DEVSET_DYNAMIC)
+
+devset-sweep: setup
+	$(HASE) evaluate --devset $(DEVSET) --batch-sweep $(if $(wildcard $(DEVSET_DYNAMIC)),--sweep-also $(DEVSET_DYNAMIC)) \
+		--device cpu-1t --out $(DEVSET_OUT)-sweep
 
 bench: setup
 	$(BIN)/python benchmarks/bench_collect.py --zoo $(ZOO)

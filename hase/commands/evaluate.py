@@ -11,12 +11,15 @@ from rich.console import Console
 
 from hase import paths
 from hase.commands.common import add_device_arg, add_json_arg, add_predictors_arg, add_store_arg, add_target_arg
+from hase.errors import HaseError
 from hase.files import check_output_dir, removed_on_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from hase.predict.devset import DevsetEvaluation
+    from hase.predict.dynamic import SweepModels
 
 DEVSET_CSV = "devset.csv"
+SWEEP_DIR = "dynamic"  # where --batch-sweep writes the symbolic-batch copies, under OUT
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,6 +38,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--devset", "--models-dir", dest="devset", metavar="DIR", default=None,
                    help="a folder of real exported models (models.tsv optional; `make devset` builds one) to predict "
                         "and measure; a model with a symbolic batch dimension runs at batch 1, 2, 4 and 8")
+    p.add_argument("--batch-sweep", action="store_true",
+                   help="evaluate symbolic-batch copies of the --devset models instead (written to OUT/dynamic: the "
+                        "batch dimension renamed `batch`, token counts `sequence`, kept where ONNX Runtime runs them "
+                        "at any batch), each at --free-dim batch=1, 2, 4 and 8")
+    p.add_argument("--sweep-also", nargs="+", default=[], metavar="DIR",
+                   help="with --batch-sweep, also these folders of exports whose shapes are already symbolic "
+                        "(`benchmarks/export_dynamic.py` writes one)")
+    p.add_argument("--sweep-max-ms", type=float, default=None, metavar="MS",
+                   help="with --batch-sweep, only models whose models.tsv batch-1 latency is at most MS "
+                        "(default 15)")
     p.add_argument("--out", default=paths.REPORTS, help="output directory (default %(default)s)")
     add_json_arg(p, "print the headline figures as JSON")
     p.set_defaults(func=run)
@@ -47,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
     from hase.predict.report import devset_lines, headline_lines, write_report
 
     out = check_output_dir(args.out, "--out")
+    if args.batch_sweep and not args.devset:
+        raise HaseError("--batch-sweep needs --devset DIR: the folder of exported models to sweep")
     dev = run_devset(args, out) if args.devset else None
     with_store = dev is None or Path(args.store).is_file()
     with removed_on_error(out):  # a failed report leaves no half of itself behind (the devset rows stay)
@@ -79,11 +94,30 @@ def run_devset(args: argparse.Namespace, out: Path) -> DevsetEvaluation:
 
     used = open_predictor(args.device, args.predictors, args.target)
     err = stderr_console()
+    models_dir, left_out = args.devset, {}
+    if args.batch_sweep:
+        sweep = sweep_models(args, out)
+        models_dir, left_out = sweep.folder, sweep.left_out
+        err.print(f"batch sweep: {len(sweep.made)} symbolic-batch models in {sweep.folder}, {len(left_out)} left out",
+                  markup=False)
     if used.mismatches:
         err.print(f"warning: this host differs from the machine predictor {used.identity.device!r} was trained on: "
                   f"{'; '.join(used.mismatches)}; the devset figures compare its predictions with this host",
                   markup=False)
-    dev = evaluate_devset(args.devset, used.bundle, out / DEVSET_CSV,
+    dev = evaluate_devset(models_dir, used.bundle, out / DEVSET_CSV,
                           progress=lambda job, i, n: err.print(f"[{i + 1}/{n}] {job.path.name} batch {job.batch}",
                                                                markup=False))
-    return dataclasses.replace(dev, host_mismatches=used.mismatches)
+    return dataclasses.replace(dev, host_mismatches=used.mismatches, left_out=left_out)
+
+
+def sweep_models(args: argparse.Namespace, out: Path) -> SweepModels:
+    """The symbolic-batch copies of the devset's quick models, in OUT/dynamic (made once, then reused)."""
+    from hase.predict.devset import list_models
+    from hase.predict.dynamic import SWEEP_MAX_MS, make_sweep_models
+
+    paths, info = list_models(args.devset)
+    for extra in args.sweep_also:
+        more, more_info = list_models(extra)
+        paths, info = paths + more, {**info, **more_info}
+    max_ms = SWEEP_MAX_MS if args.sweep_max_ms is None else args.sweep_max_ms
+    return make_sweep_models(args.devset, out / SWEEP_DIR, info, paths, max_ms)

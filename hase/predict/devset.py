@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,7 @@ class DevsetEvaluation:
     scores: pd.DataFrame
     predictor_device: str
     host_mismatches: tuple[str, ...] = ()
+    left_out: Mapping[str, str] = field(default_factory=dict)  # batch sweep: models with no symbolic copy, why
 
 
 # ---------------------------------------------------------------------- which models, at which shapes
@@ -279,13 +280,17 @@ def with_baselines(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def devset_scores(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per group (and `all`), per method (`hase`, then each baseline): n, ±10 %, ±5 %, RMSPE, median error."""
+    """Per group (and `all`; `batch B` per batch size when the rows hold several), per method (`hase`, then each
+    baseline): n, ±10 %, ±5 %, RMSPE, median error."""
     data = with_baselines(rows)
     out = []
     groups = [ALL, *(g for g in GROUPS if (data[GROUP] == g).any()),
               *sorted({str(g) for g in data[GROUP]} - set(GROUPS))]
-    for g in groups:
-        part = data if g == ALL else data[data[GROUP] == g]
+    batches = sorted({int(b) for b in data[BATCH]}) if len(data) else []
+    parts = {g: data if g == ALL else data[data[GROUP] == g] for g in groups}
+    if len(batches) > 1:  # a batch sweep: each batch size scored on its own too
+        parts |= {f"{BATCH} {b}": data[data[BATCH].astype(int) == b] for b in batches}
+    for g, part in parts.items():
         for method, col in [(HASE, PREDICTED_MS), *((b, b) for b in BASELINES)]:
             s = score(part[MEASURED_MS], part[col])
             out.append({GROUP: g, METHOD: method, "n": s.n, "acc10": s.acc10, "acc5": s.acc5, "rmspe": s.rmspe,

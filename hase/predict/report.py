@@ -177,6 +177,10 @@ def devset_lines(dev: V.DevsetEvaluation) -> list[str]:
              f"here ({cfg})"]
     if dev.host_mismatches:
         lines.append(f"- this host differs from the predictor's machine: {'; '.join(dev.host_mismatches)}")
+    if dev.left_out:
+        lines.append(f"- left out of the batch sweep: {len(dev.left_out)} models ("
+                     + "; ".join(f"{m}: {why}" for m, why in list(dev.left_out.items())[:3])
+                     + ("; ..." if len(dev.left_out) > 3 else "") + ")")
     for _, r in dev.scores[dev.scores[V.GROUP] == V.ALL].iterrows():
         lines.append(f"- real exported models, {r[V.METHOD]}: ±10 % **{_pct(r['acc10'])}**, RMSPE "
                      f"**{r['rmspe']:.1f} %**, median error {r[V.MEDIAN_ERROR_PCT]:+.1f} % over {r['n']} rows"
