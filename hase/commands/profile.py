@@ -10,6 +10,7 @@ trace goes next to that profile unless --out-trace says otherwise.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import tempfile
@@ -30,6 +31,8 @@ from hase.files import check_output_dir, check_output_file
 from hase.measure.types import EPConfig, Timing
 from hase.profiling import decompose as P
 from hase.profiling.events import load_profile
+from hase.profiling.gpu import attribute as A
+from hase.profiling.gpu.records import GpuRecording
 from hase.profiling.perfetto import to_chrome_trace, write_chrome_trace
 from hase.profiling.run import ProfileAnalysis, ProfileResult, analyze, profile_folder, profile_model
 
@@ -58,6 +61,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help=f"write the Perfetto trace here (default: <profile stem>{TRACE_SUFFIX} next to the profile "
                         f"read with --trace or kept with --keep-profile; none when the profile is not kept)")
     p.add_argument("--top", type=int, default=10, help="how many top nodes to list (default 10)")
+    p.add_argument("--cupti", choices=("auto", "on", "off"), default="auto",
+                   help="with --ep cuda: record the GPU's own time per node with CUPTI (auto: when cupti-python is "
+                        "installed; on: fail without it; off: never)")
     add_json_arg(p, "print one JSON object instead of tables")
     p.set_defaults(func=run)
 
@@ -77,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
         check_output_file(trace_path, "the trace next to --trace (choose one with --out-trace)")
         _analyze_and_report(args, load_profile(profile_path), profile_path, trace_path, args.skip_runs, None, {})
         return 0
+    if args.cupti == "on" and args.ep != "cuda":
+        raise HaseError("--cupti on records GPU activity: use it with --ep cuda")
     if args.keep_profile:
         check_output_dir(args.keep_profile, "--keep-profile")
     with _profile_folder(args.keep_profile, Path(args.model).stem) as folder:
@@ -84,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
         context = {"model": str(args.model), "metadata": result.metadata}
         kept = result.profile_path if args.keep_profile else None
         out_trace = _trace_path(args, kept) if kept or args.out_trace else None
-        _analyze_and_report(args, result.events, kept, out_trace, result.skip_runs, result.wall, context)
+        _analyze_and_report(args, result.events, kept, out_trace, result.skip_runs, result.wall, context,
+                            gpu=result.gpu)
     return 0
 
 
@@ -120,11 +129,12 @@ def _trace_path(args: argparse.Namespace, profile_path: Path | None) -> Path:
 
 
 def _analyze_and_report(args: argparse.Namespace, events: pd.DataFrame, profile_path: Path | None,
-                        out_trace: Path | None, skip: int, wall: Timing | None, context: dict[str, Any]) -> None:
+                        out_trace: Path | None, skip: int, wall: Timing | None, context: dict[str, Any],
+                        gpu: GpuRecording | None = None) -> None:
     """Analyze, write the trace when there is a path for it, print (profile/trace None: not kept)."""
-    analysis = analyze(events, skip_runs=skip, top_n=args.top)
+    analysis = analyze(events, skip_runs=skip, top_n=args.top, gpu=gpu)
     if out_trace is not None:
-        write_chrome_trace(to_chrome_trace(events), out_trace)
+        write_chrome_trace(to_chrome_trace(events, gpu=analysis.gpu), out_trace)
     if args.json:
         print(json.dumps(_report(analysis, profile_path, out_trace, wall, context), allow_nan=False))
     else:
@@ -133,8 +143,9 @@ def _analyze_and_report(args: argparse.Namespace, events: pd.DataFrame, profile_
 
 def _profile(args: argparse.Namespace, folder: Path) -> ProfileResult:
     ep = EPConfig(name=args.ep, ep=args.ep, intra_op_threads=args.threads, opt_level=args.opt_level)
+    cupti = {"on": True, "off": False}.get(args.cupti)
     return profile_model(args.model, ep, runs=args.runs, warmup=args.warmup,
-                         input_shapes=input_shapes(args, args.model), workdir=folder)
+                         input_shapes=input_shapes(args, args.model), workdir=folder, cupti=cupti)
 
 
 # ---------------------------------------------------------------- JSON
@@ -159,6 +170,9 @@ def _report(a: ProfileAnalysis, profile: Path | None, trace: Path | None, wall: 
         "top_nodes": a.top.to_dict("records"),
         "providers": a.providers.to_dict("records"),
         "findings": a.findings,
+        "gpu": None if a.gpu is None else {
+            "verdict": dataclasses.asdict(a.gpu.verdict), "nodes": a.gpu.nodes.to_dict("records"),
+            "runs": a.gpu.runs.to_dict("records")},
     })
     return report
 
@@ -201,6 +215,10 @@ def _print(console: Console, a: ProfileAnalysis, profile: Path | None, trace: Pa
         ("share", P.KERNEL_TIME_SHARE, _pct)])
     providers.caption = f"Memcpy nodes per run: {int(a.summary[P.N_MEMCPY_NODES])}"
     console.print(providers)
+    if a.gpu is not None:
+        console.print(_gpu_table(a.gpu, len(a.top)))
+    elif meta.get("execution_provider") == "CUDAExecutionProvider":
+        console.print("GPU time per node: not recorded (needs cupti-python: `pip install hase[gpu]`)", markup=False)
     if a.findings:
         console.print("[bold]Findings[/bold]")
         for finding in a.findings:
@@ -213,6 +231,19 @@ def _print(console: Console, a: ProfileAnalysis, profile: Path | None, trace: Pa
         console.print("trace:   not written (--out-trace PATH or --keep-profile DIR writes it)", markup=False)
     else:
         console.print(f"trace:   {trace}  (open in https://ui.perfetto.dev)", markup=False)
+
+
+def _gpu_table(gpu: A.GpuAttribution, n: int) -> Table:
+    """The top `n` nodes by GPU busy time (CUPTI), with the run's GPU busy/idle and the verdict as caption."""
+    table = _frame_table(f"Top {min(n, len(gpu.nodes))} nodes by GPU time (CUPTI, median over runs)",
+                         gpu.nodes.head(n), [
+        ("node", P.NODE_NAME, _tail), ("op type", P.OP_TYPE, str), ("GPU busy ms", A.GPU_BUSY_US, _ms),
+        ("GPU span ms", A.GPU_SPAN_US, _ms), ("launch ms", A.LAUNCH_US, _ms), ("queue ms", A.QUEUE_US, _ms),
+        ("GPU ops", A.N_ACTIVITIES, _count)])
+    v = gpu.verdict
+    table.caption = (f"GPU busy {v.gpu_busy_us / 1e3:.3f} ms, idle {v.gpu_idle_us / 1e3:.3f} ms of model_run "
+                     f"{v.model_run_us / 1e3:.3f} ms; {v.text()}")
+    return table
 
 
 def _decomposition_table(summary: pd.Series, wall: Timing | None) -> Table:

@@ -55,8 +55,9 @@ def measure_kernel(job: KernelJob, ep: EPConfig, settings: MeasureSettings) -> l
     """Standalone latency of one kernel, warm and with cold weights; rows for `kernel_measurements`.
 
     warm: one session, the same bound buffers every run (nn-Meter's way).
-    cold_weights: round-robin over K sessions of the same kernel, each holding its own weights, all
-    bound to the same input buffers: activations stay warm, weights come from further away.
+    cold_weights: round-robin over K sessions of the same kernel, each holding its own weights; on the CPU
+    EP all are bound to the same host input buffers (activations stay warm, weights come from further away);
+    on CUDA each runner copies the inputs to its own device buffers, so activations rotate as well.
     """
     feeds = kernel_feeds(job.spec)
     meta = runtime.device_metadata(ep)

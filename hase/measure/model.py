@@ -8,6 +8,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import onnx
@@ -22,7 +23,11 @@ from hase.measure.store import DECOMP_COLS, robust_row
 from hase.measure.types import EPConfig, MeasureSettings, ModelSource
 from hase.profiling import decompose as profile
 from hase.profiling.events import CPU_PROVIDER, MEMCPY_OPS
-from hase.profiling.run import profile_model
+from hase.profiling.gpu.attribute import GPU_BUSY_US, attribute
+from hase.profiling.gpu.placement import split_cpu_nodes
+from hase.profiling.run import ProfileResult, profile_model
+
+CUPTI_SOURCE = "cupti"  # span_source of a node span that is CUPTI's GPU busy time
 
 
 def block_policy(settings: MeasureSettings) -> BlockPolicy:
@@ -33,7 +38,8 @@ def block_policy(settings: MeasureSettings) -> BlockPolicy:
 
 def time_model(model: onnx.ModelProto, ep: EPConfig, settings: MeasureSettings) -> tuple[RobustTiming, str]:
     """Wall time of one inference: `session.run` with numpy feeds on the CPU EP; on CUDA, IOBinding with
-    device-resident inputs/outputs and a synchronize before the clock stops (no host copies timed).
+    device-resident inputs (copied and synchronized once) and outputs, synchronized before the clock stops
+    (no host copies timed); the profiled runs of `measure_model` use the same binding.
 
     Returns the timing and the API that was timed (`session.run` or `iobinding`).
     """
@@ -62,31 +68,57 @@ def measure_model(model: onnx.ModelProto, src: ModelSource, nodes: list[KernelNo
     timing, api = time_model(model, ep, settings)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="hase_prof_") as tmp:
-        events = profile_model(src.path, ep, runs=settings.profile_runs, warmup=settings.profile_warmup,
-                               workdir=tmp).events
+        optimized = Path(tmp) / "optimized.onnx" if ep.ep != "cpu" else None
+        res = profile_model(src.path, ep, runs=settings.profile_runs, warmup=settings.profile_warmup,
+                            workdir=tmp, optimized_model_path=optimized)
+        graph = onnx.load(optimized, load_external_data=False).graph if optimized is not None else None
+    events = res.events
     profiled_s = time.perf_counter() - t0
     dec = profile.summarize(profile.decompose(events, skip_runs=settings.profile_warmup))
     summary = profile.node_summary(events, skip_runs=settings.profile_warmup)
+    gpu_busy = _gpu_busy_us(res, settings.profile_warmup)
     meta = runtime.device_metadata(ep)
     kernel_of = {n.node_name: n.spec.kernel_id for n in nodes}
     source = profile.node_spans(events).groupby(profile.NODE_NAME)[profile.SPAN_SOURCE].first().to_dict()
-    spans = [{"model_id": model_id, **_span_columns(r, kernel_of, source), **meta}
+    spans = [{"model_id": model_id, **_span_columns(r, kernel_of, source, gpu_busy), **meta}
              for r in summary.to_dict("records")]
-    providers = summary[profile.PROVIDER].value_counts().to_dict()
     row = {
         "model_id": model_id, "family": src.family, "n_kernel_nodes": len(nodes),
         "n_memcpy_nodes": int(summary[profile.OP_TYPE].isin(MEMCPY_OPS).sum()),
-        "n_cpu_fallback_nodes": int(providers.get(CPU_PROVIDER, 0)) if ep.ep != "cpu" else 0,
+        "n_cpu_fallback_nodes": cpu_fallback_count(summary, graph),
         "timing_api": api, **robust_row(timing), **{k: float(dec[k]) for k in DECOMP_COLS},
         "n_profiled_runs": settings.profile_runs, **meta, "measured_at": time.time(), "profiled_s": profiled_s,
     }
     return row, spans
 
 
-def _span_columns(r: dict[Any, Any], kernel_of: dict[str, str], source: dict[Any, Any]) -> dict[str, Any]:
-    """One `node_summary` record as `node_spans` columns (times in ms, the node's kernel id and span source)."""
+def cpu_fallback_count(summary: Any, graph: onnx.GraphProto | None) -> int:
+    """Nodes of an accelerator session that run on the CPU for want of a kernel: the profile's CPU nodes less
+    the shape computations ORT places on the CPU on purpose (`hase.profiling.gpu.placement`). 0 on the CPU EP
+    (`graph` None)."""
+    if graph is None:
+        return 0
+    on_cpu = summary.loc[summary[profile.PROVIDER] == CPU_PROVIDER, profile.NODE_NAME].astype(str)
+    return len(split_cpu_nodes(graph, on_cpu).fallback)
+
+
+def _gpu_busy_us(res: ProfileResult, skip_runs: int) -> dict[str, float]:
+    """Each node's GPU busy time (µs, median over runs) from CUPTI, where it was recorded (CUDA with cupti-python)."""
+    if res.gpu is None:
+        return {}
+    nodes = attribute(res.events, res.gpu.records, res.gpu.clock, skip_runs).nodes
+    return dict(zip(nodes[profile.NODE_NAME].astype(str), nodes[GPU_BUSY_US].astype(float), strict=True))
+
+
+def _span_columns(r: dict[Any, Any], kernel_of: dict[str, str], source: dict[Any, Any],
+                  gpu_busy: dict[str, float]) -> dict[str, Any]:
+    """One `node_summary` record as `node_spans` columns (times in ms, the node's kernel id and span source).
+    On CUDA with CUPTI, a node's span is its GPU busy time (`span_source` "cupti"), not its launch time."""
     name = str(r[profile.NODE_NAME])
+    on_gpu = name in gpu_busy
+    span_us = gpu_busy[name] if on_gpu else r[profile.SPAN_US]
+    span_source = CUPTI_SOURCE if on_gpu else source.get(name)
     return {"node_name": name, "kernel_id": kernel_of.get(name), "op_type": r[profile.OP_TYPE],
-            "provider": r[profile.PROVIDER], "span_ms": float(r[profile.SPAN_US]) / 1e3,
-            "kernel_time_ms": float(r[profile.KERNEL_TIME_US]) / 1e3, "span_source": source.get(name),
+            "provider": r[profile.PROVIDER], "span_ms": float(span_us) / 1e3,
+            "kernel_time_ms": float(r[profile.KERNEL_TIME_US]) / 1e3, "span_source": span_source,
             "n_runs": int(r[profile.N_RUNS])}

@@ -44,13 +44,41 @@ def _opt_enum(level: str) -> Any:
 
 
 def check_provider(ep: EPConfig) -> None:
-    """Fail loudly (never fall back to the CPU) when the provider this config asks for is missing."""
+    """Fail loudly (never fall back to the CPU) when this onnxruntime build lacks the config's provider.
+
+    Necessary, not sufficient: onnxruntime-gpu lists CUDAExecutionProvider even on a machine with no GPU
+    or without the CUDA libraries; `check_session_provider` checks what a session really runs on.
+    """
     available = ort().get_available_providers()
     if ep.provider not in available:
         raise HaseError(
             f"{ep.provider} is not available in this onnxruntime build (available: {', '.join(available)}); "
             f"for CUDA run `make setup EP=cuda` on a machine with an NVIDIA GPU"
         )
+
+
+def check_session_provider(providers: Sequence[str], ep: EPConfig) -> None:
+    """Fail when a session does not run on the config's provider first (`session.get_providers()`).
+
+    ONNX Runtime drops the CUDA provider silently (it logs "Require cuDNN 9.* and CUDA 13.*" and runs on the
+    CPU) when the CUDA libraries cannot be loaded or there is no GPU: only the session's own list tells.
+    """
+    if not providers or providers[0] != ep.provider:
+        raise HaseError(
+            f"{ep.provider} was requested but the session runs on {', '.join(providers) or 'no provider'}: "
+            f"install onnxruntime-gpu with its CUDA/cuDNN libraries (`pip install hase[gpu]`) on a machine "
+            f"with an NVIDIA GPU, and check `nvidia-smi`"
+        )
+
+
+def preload_cuda(ep: EPConfig) -> None:
+    """Load the CUDA/cuDNN libraries of the nvidia-* wheels before a CUDA session (onnxruntime >= 1.21 has
+    `preload_dlls`; older builds find them on the library path themselves)."""
+    if ep.ep != "cuda":
+        return
+    preload = getattr(ort(), "preload_dlls", None)
+    if preload is not None:
+        preload()
 
 
 def session_options(
@@ -104,6 +132,7 @@ def make_session(
         log_severity: ORT's own log level (4 silences its error lines when Hase reports the error itself).
     """
     check_provider(ep)
+    preload_cuda(ep)
     so = session_options(ep, profile_prefix=profile_prefix, optimized_model_path=optimized_model_path,
                          opt_level=opt_level, config=config, log_severity=log_severity)
     providers: list[Any] = [ep.provider]
@@ -114,8 +143,8 @@ def make_session(
         sess = ort().InferenceSession(src, so, providers=providers)
     except Exception as exc:  # ORT raises several exception types; all mean "cannot load this model"
         raise HaseError(f"ONNX Runtime cannot load the model: {first_line(exc)}") from exc
-    if ep.ep == "cuda" and ep.provider not in sess.get_providers():
-        raise HaseError(f"{ep.provider} was requested but the session runs on {sess.get_providers()}")
+    if ep.ep != "cpu":
+        check_session_provider(list(sess.get_providers()), ep)
     return sess
 
 
@@ -125,8 +154,9 @@ def make_session(
 class BoundRunner:
     """A session with inputs and outputs pre-bound (IOBinding), so a timed run copies nothing.
 
-    On the CUDA EP, inputs are copied to the device once and outputs are bound to device memory;
-    `run()` synchronizes the binding before returning so the clock includes GPU execution.
+    On the CUDA EP, inputs are copied to the device once (here, synchronized once) and outputs are bound to
+    device memory; `run()` synchronizes the outputs before returning, so the clock includes the GPU's work and
+    no host copy.
     """
 
     def __init__(self, session: Any, feeds: Mapping[str, np.ndarray], ep: EPConfig) -> None:
@@ -143,12 +173,12 @@ class BoundRunner:
                 self.binding.bind_ortvalue_input(name, val)
         for out in session.get_outputs():
             self.binding.bind_output(out.name, ep.device_type, ep.device_id)
+        if ep.device_type != "cpu":
+            self.binding.synchronize_inputs()  # once: the inputs never change between runs
         self.run_options = ort().RunOptions()
 
     def run(self) -> None:
         """One inference; returns after the device has finished."""
-        if self.ep.device_type != "cpu":
-            self.binding.synchronize_inputs()
         self.session.run_with_iobinding(self.binding, self.run_options)
         if self.ep.device_type != "cpu":
             self.binding.synchronize_outputs()
@@ -206,11 +236,13 @@ def cpu_model() -> str:
 
 
 @functools.cache
-def gpu_info() -> tuple[str, str]:
-    """(GPU name, driver version) from nvidia-smi, or ('', '') where there is none."""
+def gpu_info(device_id: int = 0) -> tuple[str, str]:
+    """(GPU name, driver version) of CUDA device `device_id` from `nvidia-smi -i ID`, or ('', '') where there
+    is none. nvidia-smi numbers GPUs in PCI bus order and CUDA fastest-first unless CUDA_DEVICE_ORDER=PCI_BUS_ID;
+    on machines with one kind of GPU the two agree on what matters here, the name."""
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            ["nvidia-smi", "-i", str(device_id), "--query-gpu=name,driver_version", "--format=csv,noheader"],
             capture_output=True, text=True, timeout=10, check=True,
         ).stdout.strip().splitlines()
     except (OSError, subprocess.SubprocessError):
@@ -225,7 +257,7 @@ def device_metadata(ep: EPConfig) -> dict[str, Any]:
     """The DEVICE_META_COLS every measurement row carries, so a figure is never separated from its settings."""
     from hase import __version__
 
-    gpu, driver = gpu_info() if ep.ep == "cuda" else ("", "")
+    gpu, driver = gpu_info(ep.device_id) if ep.ep == "cuda" else ("", "")
     meta = DeviceMeta(device=ep.name, cpu_model=cpu_model(), gpu_name=gpu, gpu_driver=driver,
                       ort_version=ort().__version__, execution_provider=ep.provider,
                       intra_op_threads=ep.intra_op_threads, inter_op_threads=ep.inter_op_threads,

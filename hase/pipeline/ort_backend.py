@@ -75,6 +75,7 @@ class _BoundSession:
             val = runtime.ort().OrtValue.ortvalue_from_numpy(np.ascontiguousarray(x), "cuda", self._ep.device_id)
             self._device_input = val  # must outlive the run
             binding.bind_ortvalue_input(self.input.name, val)
+            binding.synchronize_inputs()  # a new input every batch (BoundRunner synchronizes only its first)
         self._runner.run()
         # ORT reuses the output buffer on the next run: copy before handing it downstream.
         return np.array(binding.get_outputs()[0].numpy(), copy=True)

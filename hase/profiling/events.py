@@ -183,7 +183,7 @@ def classify(cat: str, name: str) -> tuple[str, str]:
 def _int(value: Any) -> int:
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a float inf
         return -1
 
 

@@ -23,6 +23,14 @@ from hase.profiling.decompose import (
     PROVIDER,
 )
 from hase.profiling.events import CPU_PROVIDER
+from hase.profiling.gpu.attribute import (
+    GPU_BUSY_US,
+    N_ACTIVITIES,
+    N_UNATTRIBUTED,
+    NODE_GPU_BUSY_US,
+    UNATTRIBUTED_BUSY_US,
+    GpuAttribution,
+)
 from hase.tables import require_columns
 
 GPU_WAIT_SHARE = 0.3  # after-Execute share of model_run above which a GPU run is "waiting for the GPU"
@@ -67,9 +75,24 @@ def _gpu_findings(summary: pd.Series, accel: list[str], run: float) -> list[str]
     head = f"{ep}: kernel_time is CPU launch time, not GPU execution"
     if run > 0 and after / run >= GPU_WAIT_SHARE:
         return [f"{head}; {after / run:.0%} of model_run is after Execute, i.e. waiting for the GPU "
-                f"(kernel_time covers {kernel / run:.0%}); time GPU kernels with Nsight Systems"]
+                f"(kernel_time covers {kernel / run:.0%}); GPU time per node: `hase profile --ep cuda` with "
+                f"cupti-python (`pip install hase[gpu]`), or Nsight Systems"]
     return [f"{head}; the GPU's work shows up after Execute ({after / 1e3:.3f} ms here) or inside the "
             f"nodes that synchronize, not in kernel_time"]
+
+
+def gpu_findings(gpu: GpuAttribution) -> list[str]:
+    """CUPTI's verdict (CPU-bound or GPU-bound, with its numbers) and how much of the GPU's busy time the
+    nodes account for (the rest was launched outside every node's window: input copies, the output copy)."""
+    found = [f"CUPTI: {gpu.verdict.text()}"]
+    med = gpu.runs.median(numeric_only=True)
+    busy, nodes = float(med[GPU_BUSY_US]), float(med[NODE_GPU_BUSY_US])
+    if busy > 0:
+        found.append(f"CUPTI: the nodes' GPU busy time adds up to {nodes / busy:.0%} of the run's GPU busy time "
+                     f"({nodes / 1e3:.3f} of {busy / 1e3:.3f} ms); {float(med[UNATTRIBUTED_BUSY_US]) / 1e3:.3f} ms "
+                     f"from {int(med[N_UNATTRIBUTED])} of {int(med[N_ACTIVITIES])} GPU activities was launched "
+                     f"outside every node's window (input copies before Execute, output copies after it)")
+    return found
 
 
 def _cpu_findings(summary: pd.Series, run: float) -> list[str]:

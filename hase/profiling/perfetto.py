@@ -2,7 +2,10 @@
 
 Open the file at https://ui.perfetto.dev (or chrome://tracing). Tracks: one per execution provider
 (node events), one for session events (model_run, Execute), and a "Hase derived" process with per-node
-spans, node gaps and the before/after-Execute regions of every run.
+spans, node gaps and the before/after-Execute regions of every run. With CUPTI's attribution (CUDA), a "GPU
+(CUPTI)" process adds a track per launching thread with the CUDA API calls that launched GPU work, a track per
+GPU stream with its kernels, copies and memsets, and a flow arrow (Chrome trace `s` -> `f`) from each launch
+to the work it launched. All Hase-made events have category "hase" and are ignored when the trace is read back.
 """
 from __future__ import annotations
 
@@ -18,21 +21,25 @@ from hase.errors import HaseError
 from hase.files import write_atomic
 from hase.profiling import decompose as P
 from hase.profiling import events as E
+from hase.profiling.gpu import attribute as A
+from hase.profiling.gpu import records as R
 from hase.tables import require_columns
 
 log = logging.getLogger(__name__)
 
-ORT_PID, HASE_PID = 1, 2
+ORT_PID, HASE_PID, GPU_PID = 1, 2, 3
 SESSION_TID = 1
 SPANS_TID, GAPS_TID, REGIONS_TID = 1, 2, 3
 
 
-def to_chrome_trace(events: pd.DataFrame, derived: bool = True) -> dict[str, Any]:
+def to_chrome_trace(events: pd.DataFrame, derived: bool = True,
+                    gpu: A.GpuAttribution | None = None) -> dict[str, Any]:
     """The events DataFrame (from `hase.profiling.events.load_profile`) as a Perfetto-loadable trace dict.
 
     Example: a `conv1_kernel_time` event on CPUExecutionProvider becomes an `X` event on the track
     "Nodes: CPUExecutionProvider"; with derived=True, a `conv1` span event is added on
-    "Hase derived / node spans". Returns `{"traceEvents": [...], "displayTimeUnit": "ms"}`.
+    "Hase derived / node spans"; with `gpu`, the GPU tracks and launch arrows (`gpu_events`).
+    Returns `{"traceEvents": [...], "displayTimeUnit": "ms"}`.
     """
     require_columns(events, E.EVENT_COLUMNS, "events", "build it with hase.profiling.events.load_profile")
     tids = _node_tracks(events)
@@ -47,7 +54,50 @@ def to_chrome_trace(events: pd.DataFrame, derived: bool = True) -> dict[str, Any
         out.append(_ort_event(row, track))
     if derived:
         out.extend(derived_events(events))
+    if gpu is not None:
+        out.extend(gpu_events(gpu.activities))
     return {"traceEvents": out, "displayTimeUnit": "ms"}
+
+
+def gpu_events(activities: pd.DataFrame) -> list[dict[str, Any]]:
+    """CUPTI's GPU work (`hase.profiling.gpu.attribute.activities`) as trace events: one track per launching
+    thread with the API calls, one per (device, stream) with the work, and a flow from each launch to its work.
+
+    Example: a kernel `gemm` on stream 13 from 1150 to 1200 µs launched by `cudaLaunchKernel` at 1112-1115 µs on
+    thread 7 -> an X event `cudaLaunchKernel` on "CUDA API (thread 7)", an X event `gemm` on "GPU 0 stream 13",
+    an `s` event at 1112 µs on the first and an `f` event (`bp: e`) at 1150 µs on the second, both with one id.
+    """
+    require_columns(activities, (R.KIND, R.NAME, R.STREAM_ID, R.DEVICE_ID, A.START_US, A.END_US, A.LAUNCH_US,
+                                 A.LAUNCH_END_US, A.LAUNCH_TID, A.LAUNCH_NAME, P.NODE_NAME, P.RUN_ID),
+                    "activities", "build it with hase.profiling.gpu.attribute.activities")
+    launched = activities[activities[A.LAUNCH_TID] >= 0]
+    threads = sorted(set(launched[A.LAUNCH_TID].tolist()))
+    streams = sorted(set(zip(activities[R.DEVICE_ID].tolist(), activities[R.STREAM_ID].tolist(), strict=True)))
+    api_tid = {t: 1 + i for i, t in enumerate(threads)}
+    stream_tid = {key: 1 + len(threads) + i for i, key in enumerate(streams)}
+    out = [_meta("process_name", GPU_PID, None, "GPU (CUPTI)"),
+           _meta("process_sort_index", GPU_PID, None, 2, key="sort_index")]
+    out += [_meta("thread_name", GPU_PID, tid, f"CUDA API (thread {t})") for t, tid in api_tid.items()]
+    out += [_meta("thread_name", GPU_PID, tid, f"GPU {d} stream {st}") for (d, st), tid in stream_tid.items()]
+    for i, a in enumerate(activities.to_dict("records")):
+        args = {P.RUN_ID: int(a[P.RUN_ID]), P.NODE_NAME: a[P.NODE_NAME], R.KIND: a[R.KIND]}
+        work = _event(a[R.NAME], a[A.START_US], a[A.END_US] - a[A.START_US], GPU_PID,
+                      stream_tid[(a[R.DEVICE_ID], a[R.STREAM_ID])], args)
+        out.append(work)
+        if a[A.LAUNCH_TID] < 0:
+            continue
+        tid = api_tid[a[A.LAUNCH_TID]]
+        out.append(_event(a[A.LAUNCH_NAME], a[A.LAUNCH_US], a[A.LAUNCH_END_US] - a[A.LAUNCH_US], GPU_PID, tid,
+                          {**args, R.KIND: "launch", A.QUEUE_US: float(a[A.QUEUE_US])}))
+        flow = {"cat": E.HASE_CAT, "name": "launch", "id": i + 1, "pid": GPU_PID}
+        out.append({**flow, "ph": "s", "tid": tid, "ts": float(a[A.LAUNCH_US])})
+        out.append({**flow, "ph": "f", "bp": "e", "tid": work["tid"], "ts": float(a[A.START_US])})
+    return out
+
+
+def _event(name: str, ts_us: float, dur_us: float, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
+    return {"cat": E.HASE_CAT, "name": name, "ph": "X", "pid": pid, "tid": tid, "ts": float(ts_us),
+            "dur": max(float(dur_us), 0.0), "args": args}
 
 
 def _node_tracks(events: pd.DataFrame) -> dict[tuple[str, int], tuple[int, str]]:

@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,10 @@ from hase.measure import runtime
 from hase.measure.types import EPConfig, Timing
 from hase.profiling import decompose as P
 from hase.profiling.events import load_profile
-from hase.profiling.findings import diagnose, noise_finding, warmup_finding
+from hase.profiling.findings import diagnose, gpu_findings, noise_finding, warmup_finding
+from hase.profiling.gpu.attribute import GpuAttribution, attribute
+from hase.profiling.gpu.cupti import CuptiRecorder, cupti_available
+from hase.profiling.gpu.records import GpuRecording
 from hase.tables import require_columns
 
 log = logging.getLogger(__name__)
@@ -37,7 +40,8 @@ OP_TOTALS_TOLERANCE = 0.02  # relative gap between the per-op rows and kernel_ti
 @dataclass(frozen=True)
 class ProfileResult:
     """A profiled model: ORT's events (warm-up runs included, run_id < warmup) and the wall clock of
-    the profiled runs (time.perf_counter around session.run, profiler overhead included)."""
+    the profiled runs (time.perf_counter around session.run, profiler overhead included); on CUDA with
+    cupti-python, the CUPTI records of all runs (`gpu`)."""
 
     events: pd.DataFrame
     profile_path: Path
@@ -45,6 +49,7 @@ class ProfileResult:
     warmup: int
     runs: int
     metadata: dict[str, Any] = field(default_factory=dict)
+    gpu: GpuRecording | None = None
 
     @property
     def skip_runs(self) -> int:
@@ -60,13 +65,18 @@ def profile_model(
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
     workdir: str | os.PathLike[str] | None = None,
     seed: int = 0,
+    cupti: bool | None = None,
+    optimized_model_path: str | os.PathLike[str] | None = None,
 ) -> ProfileResult:
     """Run `warmup` + `runs` inferences with ORT's profiler on and load the profile it writes.
 
     ORT profiles every run of a session, so warm-up runs are in the events too; pass
     `result.skip_runs` to the `hase.profiling.decompose` functions. The profile JSON is written to `workdir`
     (a new temporary directory when None) as `<model stem>_<date>.json`; when profiling fails, no profile
-    file and no folder made for it are left behind.
+    file and no folder made for it are left behind. On CUDA the runs use IOBinding with device-resident
+    inputs and outputs, as timed runs do (`hase.measure.runtime.BoundRunner`), and CUPTI records the GPU's
+    work when `cupti` is True (a HaseError without cupti-python) or None and cupti-python is installed.
+    `optimized_model_path`: save the graph the session runs there (the node names of the profile).
     """
     from hase.kernels.graph import load_model
     from hase.kernels.inputs import make_model_feeds
@@ -80,21 +90,65 @@ def profile_model(
     stem = Path(path).stem
     with profile_folder(workdir, stem) as folder:
         # ORT's own log silenced (4: fatal only): a model it rejects is reported once, as a HaseError
-        session = runtime.make_session(data, ep, profile_prefix=str(folder / stem), log_severity=4)
+        session = runtime.make_session(data, ep, profile_prefix=str(folder / stem), log_severity=4,
+                                       optimized_model_path=None if optimized_model_path is None
+                                       else os.fspath(optimized_model_path))
+        run = _runner(session, feeds, ep)
         try:
-            for _ in range(warmup):
-                _run(session, feeds)
-            samples = []
-            for _ in range(runs):
-                t0 = time.perf_counter()
-                _run(session, feeds)
-                samples.append(time.perf_counter() - t0)
+            with _recorder(ep, cupti) as rec:
+                clock = rec.clock(session.get_profiling_start_time_ns()) if rec is not None else None
+                for _ in range(warmup):
+                    run()
+                samples = []
+                for _ in range(runs):
+                    t0 = time.perf_counter()
+                    run()
+                    samples.append(time.perf_counter() - t0)
         finally:
             profile_path = Path(session.end_profiling())
         log.debug("ORT profile: %s", profile_path)
         events = _load_written_profile(profile_path)
+    gpu = GpuRecording(rec.records(), clock) if rec is not None and clock is not None else None
     return ProfileResult(events=events, profile_path=profile_path, wall=Timing.from_samples(samples),
-                         warmup=warmup, runs=runs, metadata=runtime.device_metadata(ep))
+                         warmup=warmup, runs=runs, metadata=runtime.device_metadata(ep), gpu=gpu)
+
+
+def _runner(session: Any, feeds: Mapping[str, Any], ep: EPConfig) -> Callable[[], None]:
+    """One profiled inference: session.run with host feeds on the CPU EP; on CUDA the IOBinding of timed runs."""
+    if ep.ep == "cpu":
+        return lambda: _run(session, feeds)
+    try:
+        bound = runtime.BoundRunner(session, feeds, ep)
+    except Exception as exc:  # binding copies the inputs to the device: any failure is this model's
+        raise HaseError(f"cannot bind the model's inputs on {ep.provider}: {first_line(exc)}") from exc
+
+    def run() -> None:
+        try:
+            bound.run()
+        except Exception as exc:  # ORT raises several exception types; all mean "this run failed"
+            raise HaseError(f"ONNX Runtime failed to run the model: {first_line(exc)}") from exc
+    return run
+
+
+@contextlib.contextmanager
+def _recorder(ep: EPConfig, cupti: bool | None) -> Iterator[CuptiRecorder | None]:
+    """A CUPTI recorder around the runs on CUDA when asked (True) or available (None; a CUPTI that cannot
+    record is then a warning, not an error); else None."""
+    use = ep.ep == "cuda" and (cupti if cupti is not None else cupti_available())
+    if cupti and ep.ep != "cuda":
+        raise HaseError("CUPTI records GPU activity: profile with --ep cuda")
+    if not use:
+        yield None
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            rec: CuptiRecorder | None = stack.enter_context(CuptiRecorder())
+        except HaseError as exc:
+            if cupti:
+                raise
+            log.warning("%s; profiling without GPU time per node", exc)
+            rec = None
+        yield rec
 
 
 @contextlib.contextmanager
@@ -164,19 +218,25 @@ class ProfileAnalysis:
     findings: list[str]
     skip_runs: int
     op_types_note: str  # op_totals_note(): how the per-op rows relate to kernel_time sum, and why they differ
+    gpu: GpuAttribution | None = None  # CUPTI's GPU time per node and per run, where it was recorded
 
 
-def analyze(events: pd.DataFrame, skip_runs: int = 0, top_n: int = 10) -> ProfileAnalysis:
-    """Decompose, break down and diagnose a profile's runs from `skip_runs` on."""
+def analyze(events: pd.DataFrame, skip_runs: int = 0, top_n: int = 10,
+            gpu: GpuRecording | None = None) -> ProfileAnalysis:
+    """Decompose, break down and diagnose a profile's runs from `skip_runs` on (with `gpu`: CUPTI's records of
+    the same runs, attributed to the nodes)."""
     all_runs = P.decompose(events)
     per_run = P.decompose(events, skip_runs)
     summary = P.summarize(per_run)
     providers = P.provider_counts(events, skip_runs)
     op_types = P.op_type_totals(events, skip_runs)
     findings = warmup_finding(all_runs, skip_runs) + noise_finding(per_run) + diagnose(summary, providers)
+    gpu_time = attribute(events, gpu.records, gpu.clock, skip_runs) if gpu is not None else None
+    if gpu_time is not None:
+        findings += gpu_findings(gpu_time)
     return ProfileAnalysis(per_run=per_run, summary=summary, op_types=op_types,
                            top=P.top_nodes(events, top_n, skip_runs), providers=providers, findings=findings,
-                           skip_runs=skip_runs, op_types_note=op_totals_note(op_types, per_run))
+                           skip_runs=skip_runs, op_types_note=op_totals_note(op_types, per_run), gpu=gpu_time)
 
 
 def op_totals_note(op_types: pd.DataFrame, per_run: pd.DataFrame) -> str:
