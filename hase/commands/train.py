@@ -9,7 +9,7 @@ import argparse
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -116,6 +116,22 @@ def print_result(res: TrainResult) -> None:
         console.print(f"[yellow]{len(forests.skipped)} op keys have too few training kernels (of {forests.n_kernels}) "
                       f"and use a fallback forest[/]: "
                       + escape(", ".join(f"{k} ({forests.skipped_n.get(k, '?')})" for k in sorted(forests.skipped))))
+    busy = busy_line(res.manifest.training_data.busy)
+    if busy:
+        console.print(busy, style="yellow", markup=False)
     files = ", ".join(sorted(res.manifest.files))
     console.print(f"saved {res.out_dir} ({files}) in {res.wall_s:.0f} s; default target: {res.default_target}",
                   markup=False)
+
+
+def busy_line(busy: Mapping[str, Any]) -> str | None:
+    """One line on the rows measured on a busy host or noisy and what training did with them; None when none were."""
+    models, kernels = busy.get("models", {}), busy.get("kernels", {})
+    if not models.get("suspect") and not any(c.get("suspect") for c in kernels.values()):
+        return None
+    per_target = "; ".join(f"{t}: {c['suspect']} suspect, {c['dropped']} dropped, {c['weighted']} down-weighted"
+                           for t, c in kernels.items())
+    return (f"measured on a busy host or noisy (policy {busy.get('policy')!r}, weight {busy.get('busy_weight')}): "
+            f"models {models.get('suspect')} of {models.get('rows')} ({models.get('host_busy')} busy, "
+            f"{models.get('noisy')} noisy), {models.get('weighted')} down-weighted in the calibration; "
+            f"kernels {per_target}")

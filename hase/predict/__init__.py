@@ -6,6 +6,7 @@
     predictor    KernelPredictor: one forest per op key, family and generic fallbacks
     calibration  kernel sum -> model latency (alpha * sum + gamma * n_kernels + beta) and its fits
     metrics      RMSPE, ±x % accuracy, Scores
+    busy         which rows training trusts: measured on a busy host or noisy -> dropped or down-weighted
     crossval     leave-family-out folds (used by train, reported by evaluate)
     baselines    linear FLOPs / bytes baselines, scored the same way
     manifest     manifest.json as typed records; bundle: saving and verified loading of a predictor directory

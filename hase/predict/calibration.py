@@ -64,17 +64,21 @@ class Calibration:
         return cls(d["form"], d["fitter"], *(float(d[k]) for k in COEFFICIENTS))
 
 
-def relative_lstsq(X: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Coefficients c minimising sum(((X @ c - y) / y)^2): least squares on relative error, what RMSPE measures."""
-    return np.asarray(np.linalg.lstsq(X / y[:, None], np.ones_like(y), rcond=None)[0], dtype=np.float64)
+def relative_lstsq(X: NDArray[np.float64], y: NDArray[np.float64],
+                   weight: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
+    """Coefficients c minimising sum(w * ((X @ c - y) / y)^2): least squares on relative error, what RMSPE
+    measures (w = 1 without `weight`)."""
+    root = np.ones_like(y) if weight is None else np.sqrt(weight)
+    return np.asarray(np.linalg.lstsq(X / y[:, None] * root[:, None], root, rcond=None)[0], dtype=np.float64)
 
 
-def _huber_relative(X: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.float64]:
+def _huber_relative(X: NDArray[np.float64], y: NDArray[np.float64],
+                    weight: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
     """`relative_lstsq` with the Huber loss: a few odd models cannot pull the fit."""
     from sklearn.linear_model import HuberRegressor
 
     model = HuberRegressor(fit_intercept=False, epsilon=1.35, alpha=0.0, max_iter=1000)
-    coef: NDArray[np.float64] = model.fit(X / y[:, None], np.ones_like(y)).coef_
+    coef: NDArray[np.float64] = model.fit(X / y[:, None], np.ones_like(y), sample_weight=weight).coef_
     return coef
 
 
@@ -84,29 +88,36 @@ def _design(sum_ms: NDArray[np.float64], n_kernels: NDArray[np.float64], form: s
 
 
 def fit_calibration(sum_ms: ArrayLike, n_kernels: ArrayLike, measured_ms: ArrayLike,
-                    form: str = "scale", fitter: str = "relative") -> Calibration:
+                    form: str = "scale", fitter: str = "relative", weight: ArrayLike | None = None) -> Calibration:
     """Fit a calibration form on models' kernel sums against their measured latency.
 
     ols minimises squared ms (large models dominate); relative minimises squared relative error
     (what RMSPE measures); huber is relative with the robust Huber loss (a few odd models cannot
-    pull the fit). Fewer models than coefficients + 1 falls back to `raw`.
+    pull the fit). `weight` (one per model, > 0; all 1 when None) scales each model's share of the loss:
+    training gives models measured on a busy host less (`hase.predict.busy`). Fewer models than
+    coefficients + 1 falls back to `raw`.
     """
     if form not in FORMS or fitter not in FITTERS:
         raise HaseError(f"unknown calibration {form}/{fitter}: forms {list(FORMS)}, fitters {list(FITTERS)}")
     s, n, y = (np.asarray(a, np.float64) for a in (sum_ms, n_kernels, measured_ms))
+    w = np.ones_like(y) if weight is None else np.asarray(weight, np.float64)
+    if w.shape != y.shape or not np.all(np.isfinite(w) & (w > 0)):
+        raise ValueError(f"calibration weights must be {len(y)} finite positive numbers")
     ok = np.isfinite(s) & np.isfinite(y) & (y > 0)
-    s, n, y = s[ok], n[ok], y[ok]
+    s, n, y, w = s[ok], n[ok], y[ok], w[ok]
     if form == "raw" or fitter == "none":
         return Calibration()
     X = _design(s, n, form)
     if len(y) < X.shape[1] + 1:
         log.warning("only %d models to fit a %s calibration: using the raw sum", len(y), form)
         return Calibration()
+    unweighted = weight is None or bool(np.all(w == 1.0))
     if fitter == "ols":
-        coef = np.linalg.lstsq(X, y, rcond=None)[0]
+        root = np.sqrt(w)
+        coef = np.linalg.lstsq(X * root[:, None], y * root, rcond=None)[0]
     elif fitter == "relative":
-        coef = relative_lstsq(X, y)
+        coef = relative_lstsq(X, y, None if unweighted else w)
     else:
-        coef = _huber_relative(X, y)
+        coef = _huber_relative(X, y, None if unweighted else w)
     gamma = float(coef[2]) if form == "per_kernel" else 0.0
     return Calibration(form, fitter, float(coef[0]), float(coef[1]), gamma)

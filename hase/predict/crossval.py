@@ -2,8 +2,10 @@
 
 Held-out means leave-family-out: each model family in turn is removed from training (its kernels'
 measurements and its models' latencies), predicted, and scored, so a family is never judged by a
-predictor that saw it. Training uses these folds to choose the target and calibration; evaluation
-reports them. Two long-format frames come out, with the column names below:
+predictor that saw it. Rows measured on a busy host are dropped or down-weighted in every fit as the
+`BusyPolicy` says (`hase.predict.busy`; none given: every row weighs 1); scoring uses every model.
+Training uses these folds to choose the target and calibration; evaluation reports them. Two long-format
+frames come out, with the column names below:
 
 - model rows:  model_id, family, measured_ms, n_kernels, sum_pred_ms, sum_low_ms, sum_high_ms, pred_ms,
                calibration, alpha, beta, gamma, target, split (held_out | train), fold (the held-out family)
@@ -18,6 +20,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from hase.predict import dataset as D
+from hase.predict.busy import KEEP, BusyPolicy, model_weights, training_rows
 from hase.predict.calibration import CANDIDATES, Calibration, fit_calibration
 from hase.predict.metrics import grouped_metrics
 from hase.predict.predictor import KEY, PRED_MS, SOURCE, KernelPredictor
@@ -69,10 +72,14 @@ def calibration_sums(data: D.DeviceData, target: str, predictor: KernelPredictor
     return sums.reindex(pd.Index(model_ids, name=D.MODEL_ID))
 
 
-def fit_predictor(data: D.DeviceData, target: str, model_ids: Iterable[str], make: MakePredictor) -> KernelPredictor:
-    """A predictor fitted on the target's measured kernels of `model_ids`."""
-    y = D.kernel_targets(data, target, model_ids)
-    return make().fit([data.specs[k] for k in y.index], y.to_numpy())
+def fit_predictor(data: D.DeviceData, target: str, model_ids: Iterable[str], make: MakePredictor,
+                  busy: BusyPolicy = KEEP) -> KernelPredictor:
+    """A predictor fitted on the target's measured kernels of `model_ids`, suspect rows as `busy` says."""
+    y, w, _ = training_rows(data, target, busy, model_ids)
+    specs, predictor = [data.specs[k] for k in y.index], make()
+    if bool((w == 1.0).all()):
+        return predictor.fit(specs, y.to_numpy())
+    return predictor.fit(specs, y.to_numpy(), sample_weight=w.to_numpy())
 
 
 def calibrated_rows(part: pd.DataFrame, cal: Calibration) -> pd.DataFrame:
@@ -91,16 +98,18 @@ def tag(frame: pd.DataFrame, values: dict[str, str | float]) -> pd.DataFrame:
 
 
 def fold_frames(data: D.DeviceData, target: str, held: str, make: MakePredictor,
-                calibrate_on: str = "measured") -> tuple[pd.DataFrame, pd.DataFrame]:
+                calibrate_on: str = "measured", busy: BusyPolicy = KEEP) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One fold: train without family `held`; model rows (per calibration candidate) and unseen-kernel rows."""
     models = data.models
     train_ids = list(models.loc[models[D.FAMILY] != held, D.MODEL_ID])
     test = models[models[D.FAMILY] == held].set_index(D.MODEL_ID)
-    predictor = fit_predictor(data, target, train_ids, make)
+    predictor = fit_predictor(data, target, train_ids, make, busy)
     fit_sums = calibration_sums(data, target, predictor, train_ids, calibrate_on)
     train = models.set_index(D.MODEL_ID).loc[train_ids]
+    weight = model_weights(data, busy, train_ids)
     part = test[[D.FAMILY, D.MEASURED_MS, D.N_KERNELS]].join(model_predictions(data, predictor, test.index))
-    rows = [calibrated_rows(part, fit_calibration(fit_sums, train[D.N_KERNELS], train[D.MEASURED_MS], form, fitter))
+    rows = [calibrated_rows(part, fit_calibration(fit_sums, train[D.N_KERNELS], train[D.MEASURED_MS], form, fitter,
+                                                  weight))
             for form, fitter in CANDIDATES]
     model_rows = tag(pd.concat(rows).reset_index(), {TARGET: target, SPLIT: HELD_OUT, FOLD: held})
     return model_rows, unseen_kernels(data, target, predictor, train_ids, test.index, held)
@@ -121,13 +130,14 @@ def unseen_kernels(data: D.DeviceData, target: str, predictor: KernelPredictor, 
 
 
 def leave_family_out(data: D.DeviceData, target: str, make: MakePredictor, calibrate_on: str = "measured",
-                     progress: Progress | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                     progress: Progress | None = None,
+                     busy: BusyPolicy = KEEP) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every family held out in turn: (model rows for every calibration candidate, unseen-kernel rows)."""
     models, kernels = [], []
     for i, fam in enumerate(data.families, 1):
         if progress:
             progress(f"{target}: holding out {fam} (fold {i}/{len(data.families)})")
-        m, k = fold_frames(data, target, fam, make, calibrate_on)
+        m, k = fold_frames(data, target, fam, make, calibrate_on, busy)
         models.append(m)
         kernels.append(k)
     return pd.concat(models, ignore_index=True), pd.concat([k for k in kernels if len(k)], ignore_index=True)

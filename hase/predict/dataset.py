@@ -2,12 +2,13 @@
 
 Column names of these tables are the constants below (the one place they are defined). Three tables:
 
-- kernels:  one row per unique kernel: KERNEL_ID, OP_TYPE, SIGNATURE, WARM_MS, COLD_MS (standalone medians)
+- kernels:  one row per unique kernel: KERNEL_ID, OP_TYPE, SIGNATURE, WARM_MS, COLD_MS (standalone medians),
+            HOST_BUSY (the canary found the host busy before the kernel's job; False where not recorded)
 - nodes:    one row per node of every measured model: MODEL_ID, FAMILY, NODE_IDX, NODE_NAME, KERNEL_ID,
             OP_TYPE, SPAN_MS, KERNEL_TIME_MS (in-model, median over profiled runs)
 - models:   one row per measured model: MODEL_ID, FAMILY, MEASURED_MS, N_KERNELS, NOISY (block medians over
             the noise bound), HOST_BUSY (the canary found the host busy before the model's runs; False where
-            not recorded), so evaluation can count or drop them
+            not recorded), so evaluation can count them and training drop or down-weight them (`hase.predict.busy`)
 
 MEASURED_MS, the ground truth training calibrates against and evaluation compares to, is the robust
 session.run latency (`latency_ms`: the minimum of block medians, `hase.measure.robust`); rows measured before
@@ -121,6 +122,8 @@ def _kernels(kernels: pd.DataFrame, km: pd.DataFrame, device: str) -> pd.DataFra
     out = kernels[[KERNEL_ID, OP_TYPE, SIGNATURE]].copy()
     out[WARM_MS] = out[KERNEL_ID].map(wide["warm"]) if "warm" in wide else np.nan
     out[COLD_MS] = out[KERNEL_ID].map(wide["cold_weights"]) if "cold_weights" in wide else np.nan
+    busy = km.groupby("kernel_id")["host_busy"].max() if "host_busy" in km else pd.Series(dtype=float)
+    out[HOST_BUSY] = out[KERNEL_ID].map(busy).fillna(0).astype(bool)
     return out.reset_index(drop=True)
 
 

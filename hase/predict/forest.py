@@ -158,14 +158,16 @@ def linear_base_ms(X: NDArray[np.float32], fam: FeatureFamily, base: tuple[float
     return np.maximum(a * flops + b * nbytes + c, floor_ms)
 
 
-def fit_base(X: NDArray[np.float32], y: NDArray[np.float64], fam: FeatureFamily) -> tuple[float, float, float]:
-    """Non-negative a, b, c minimising the relative error of a*flops + b*bytes + c against y."""
+def fit_base(X: NDArray[np.float32], y: NDArray[np.float64], fam: FeatureFamily,
+             weight: NDArray[np.float64] | None = None) -> tuple[float, float, float]:
+    """Non-negative a, b, c minimising the (weighted) relative error of a*flops + b*bytes + c against y."""
     from scipy.optimize import nnls  # type: ignore[import-untyped]  # scipy-stubs is not installed
 
     cols = fam.column_names
     A = np.column_stack([X[:, cols.index("flops")], X[:, cols.index("bytes")], np.ones(len(X))]).astype(float)
-    A = A / y[:, None]
+    root = np.ones(len(y)) if weight is None else np.sqrt(weight)
+    A = A / y[:, None] * root[:, None]
     scale = np.linalg.norm(A, axis=0)
     scale[scale == 0] = 1.0
-    coef = nnls(A / scale, np.ones(len(y)))[0] / scale
+    coef = nnls(A / scale, root)[0] / scale
     return float(coef[0]), float(coef[1]), float(coef[2])

@@ -214,19 +214,32 @@ class TargetEntry:
 
 @dataclass(frozen=True)
 class TrainingData:
-    """Where a predictor's training data came from and how much of it there was."""
+    """Where a predictor's training data came from and how much of it there was.
+
+    `busy` (`hase.predict.busy.summary`): the policy for rows measured on a busy host or noisy, and how many
+    models and kernels (per target) were suspect, dropped and down-weighted; empty in manifests written before
+    it existed (and then left out of the JSON, so their digests still match).
+    """
 
     store: str
     n_models: int
     families: tuple[str, ...]
     n_kernels: int
     n_nodes: int
+    busy: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest entry (`busy` only when there is one)."""
+        out = {"store": self.store, "n_models": self.n_models, "families": list(self.families),
+               "n_kernels": self.n_kernels, "n_nodes": self.n_nodes}
+        return {**out, "busy": dict(self.busy)} if self.busy else out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str) -> TrainingData:
         """The entry parsed from the manifest."""
+        busy = _table(d, "busy", where) if "busy" in d else {}
         return cls(_str(d, "store", where), _int(d, "n_models", where), _texts(d, "families", where),
-                   _int(d, "n_kernels", where), _int(d, "n_nodes", where))
+                   _int(d, "n_kernels", where), _int(d, "n_nodes", where), busy)
 
 
 def device_meta_from_dict(d: Mapping[str, Any], where: str = "device_meta") -> DeviceMeta:
@@ -272,7 +285,7 @@ class Manifest:
             "fixed_cost_ms": self.fixed_cost_ms, "created_at": self.created_at,
             "library_versions": dict(self.library_versions), "feature_schema": dict(self.feature_schema),
             "feature_schema_sha": self.feature_schema_sha, "default_target": self.default_target,
-            "training_data": {**dataclasses.asdict(self.training_data), "families": list(self.training_data.families)},
+            "training_data": self.training_data.to_dict(),
             "config": dict(self.config), "evaluation": self.evaluation,
             "targets": {name: entry.to_dict() for name, entry in self.targets.items()},
             "baselines_held_out": list(self.baselines_held_out),

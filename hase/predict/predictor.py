@@ -113,14 +113,22 @@ class KernelPredictor:
         return (self.aliases or {}).get(op, op) + sep + variant
 
     # ------------------------------------------------------------------ fit
-    def fit(self, specs: Sequence[KernelSpec], latency_ms: ArrayLike) -> KernelPredictor:
-        """Fit one forest per key with enough kernels, one per family, and the generic fallback."""
+    def fit(self, specs: Sequence[KernelSpec], latency_ms: ArrayLike,
+            sample_weight: ArrayLike | None = None) -> KernelPredictor:
+        """Fit one forest per key with enough kernels, one per family, and the generic fallback.
+
+        `sample_weight` (one per kernel, > 0; all 1 when None) multiplies each kernel's weight in the forests and
+        their cost bases: training gives kernels measured on a busy host less (`hase.predict.busy`).
+        """
         y = np.asarray(latency_ms, dtype=np.float64)
         if len(specs) != len(y) or not len(y):
             raise HaseError(f"training needs kernels with measured latencies "
                             f"(got {len(specs)} kernels, {len(y)} targets)")
         if not np.all(np.isfinite(y) & (y > 0)):
             raise ValueError("kernel latencies must be finite and positive")
+        w = np.ones_like(y) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        if w.shape != y.shape or not np.all(np.isfinite(w) & (w > 0)):
+            raise ValueError("sample weights must be one finite positive number per kernel")
         self._check_aliases()
         keys = np.array([self.key_of(s) for s in specs])
         fams = np.array([F.family_of(s.op_type).name for s in specs])
@@ -134,15 +142,15 @@ class KernelPredictor:
             elif len(idx) < self.min_samples:
                 self.skipped_[key] = f"{len(idx)} training kernels < min_samples {self.min_samples}: fallback forest"
             else:
-                self.forests_[key] = self._fit_one(specs, y, idx, F.get_family(fam), key)
+                self.forests_[key] = self._fit_one(specs, y, w, idx, F.get_family(fam), key)
         for fam in sorted(set(fams) - {F.GENERIC}):
             idx = np.flatnonzero(fams == fam)
             own = set(keys[idx])
             if len(own) == 1 and next(iter(own)) in self.forests_:  # one key: its forest is the family's
                 self.family_forests_[fam] = self.forests_[next(iter(own))]
             elif len(idx) >= self.min_samples:
-                self.family_forests_[fam] = self._fit_one(specs, y, idx, F.get_family(fam), _family_key(fam))
-        self.generic_ = self._fit_one(specs, y, np.arange(len(y)), F.get_family(F.GENERIC), F.GENERIC)
+                self.family_forests_[fam] = self._fit_one(specs, y, w, idx, F.get_family(fam), _family_key(fam))
+        self.generic_ = self._fit_one(specs, y, w, np.arange(len(y)), F.get_family(F.GENERIC), F.GENERIC)
         self.n_kernels_ = len(y)
         return self
 
@@ -152,14 +160,14 @@ class KernelPredictor:
                 raise HaseError(f"alias {op} -> {to}: both op types must belong to one feature family "
                                 f"({F.family_of(op).name} != {F.family_of(to).name}); fix [keys] in the config")
 
-    def _fit_one(self, specs: Sequence[KernelSpec], y: NDArray[np.float64], idx: NDArray[np.intp],
-                 family: F.FeatureFamily, key: str) -> Member:
+    def _fit_one(self, specs: Sequence[KernelSpec], y: NDArray[np.float64], w: NDArray[np.float64],
+                 idx: NDArray[np.intp], family: F.FeatureFamily, key: str) -> Member:
         from sklearn.ensemble import RandomForestRegressor
 
         p = params_for(self.params, key, family.name)
         X = _matrix([specs[i] for i in idx], family)
         yy = y[idx]
-        base = fit_base(X, yy, family) if self.base else (0.0, 0.0, 0.0)
+        base = fit_base(X, yy, family, w[idx]) if self.base else (0.0, 0.0, 0.0)
         floor_ms = float(yy.min()) / 10
         ratio = yy / linear_base_ms(X, family, base, floor_ms)
         max_features = min(p.max_features, X.shape[1]) if isinstance(p.max_features, int) else p.max_features
@@ -167,7 +175,7 @@ class KernelPredictor:
             n_estimators=max(1, round(p.n_estimators * self.tree_scale)), max_depth=p.max_depth,
             max_features=max_features, min_samples_leaf=p.min_samples_leaf, random_state=self.random_state,
             n_jobs=self.n_jobs)
-        weight = yy**self.weight_power
+        weight = yy**self.weight_power * w[idx]
         forest.fit(X, np.log(ratio) if self.log_target else ratio, sample_weight=weight / weight.mean())
         return Member(family.name, pack_forest(forest), base, floor_ms)
 

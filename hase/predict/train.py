@@ -4,10 +4,13 @@ Steps: read the device's measurements; for every target, hold out each model fam
 (`hase.predict.crossval`) to score every calibration candidate; pick the default target and each
 target's calibration by held-out RMSPE; fit the final forests on all families; fit the FLOPs
 baselines; write the predictor directory (.npz arrays + JSON per target, CSV tables of the folds, manifest.json).
+Every fit drops or down-weights the rows measured on a busy host (or noisy) as `[training] busy` says
+(`hase.predict.busy`); the manifest's `training_data.busy` counts what that did.
 """
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,6 +22,7 @@ import pandas as pd
 from hase.errors import HaseError
 from hase.files import load_toml
 from hase.predict import baselines as B
+from hase.predict import busy as BZ
 from hase.predict import crossval as CV
 from hase.predict import dataset as D
 from hase.predict.bundle import (
@@ -38,6 +42,8 @@ from hase.predict.predictor import KEY, PRED_MS, KernelPredictor
 
 EVALUATION = "leave-family-out: each family held out in turn (kernels and models), then scored"
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -54,6 +60,8 @@ class TrainConfig:
     tree_scale: float = 1.0
     base: bool = True
     weight_power: float = 0.0
+    busy: str = "drop"
+    busy_weight: float = 0.2
     forest: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
@@ -62,6 +70,10 @@ class TrainConfig:
         return KernelPredictor(self.forest, self.log_target, self.min_samples,
                                self.cv_tree_scale if cv else self.tree_scale, self.random_state, self.n_jobs,
                                self.aliases, self.base, self.weight_power)
+
+    def busy_policy(self) -> BZ.BusyPolicy:
+        """What training does with rows measured on a busy host or noisy (`hase.predict.busy`)."""
+        return BZ.BusyPolicy(self.busy, self.busy_weight)
 
 
 def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
@@ -80,6 +92,10 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
     if cfg.calibrate_on not in ("measured", "predicted"):
         raise HaseError(f"{path}: calibrate_on must be 'measured' or 'predicted', not {cfg.calibrate_on!r}")
     _check_values(cfg, path)
+    try:
+        cfg.busy_policy()
+    except HaseError as exc:
+        raise HaseError(f"{path}: [training] {exc}") from None
     return cfg
 
 
@@ -87,7 +103,8 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
 _TRAINING_VALUES: dict[str, tuple[tuple[type, ...], float, float]] = {
     "log_target": ((bool,), 0, 1), "base": ((bool,), 0, 1), "min_samples": ((int,), 1, 1e9),
     "random_state": ((int,), 0, 2**32 - 1), "n_jobs": ((int,), -1, 4096), "cv_tree_scale": ((int, float), 1e-3, 100),
-    "tree_scale": ((int, float), 1e-3, 100), "weight_power": ((int, float), 0, 10)}
+    "tree_scale": ((int, float), 1e-3, 100), "weight_power": ((int, float), 0, 10),
+    "busy_weight": ((int, float), 1e-3, 1)}
 _FOREST_VALUES: dict[str, tuple[tuple[type, ...], float, float]] = {
     "n_estimators": ((int,), 1, 100_000), "max_depth": ((int,), 1, 10_000), "max_features": ((int, float), 1e-9, 1e6),
     "min_samples_leaf": ((int,), 1, 1e9)}
@@ -155,11 +172,12 @@ def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device
     scores = CV.candidate_scores(held)
     best = scores.groupby(CV.TARGET).head(1).set_index(CV.TARGET)
     default_target = str(best["rmspe"].idxmin())
-    finals, entries, train_rows = {}, {}, []
+    finals, entries, train_rows, counts = {}, {}, [], {}
     for target in cfg.targets:
         if progress:
             progress(f"{target}: final forests on all families")
         pred, cal, fit_data = _final(data, target, cfg, str(best.loc[target, CV.CALIBRATION]))
+        counts[target] = BZ.training_rows(data, target, cfg.busy_policy())[2]
         finals[target] = pred
         train_rows.append(CV.in_sample(data, target, pred, cal))
         entries[target] = _target_entry(target, pred, CalibrationEntry(cal, _records(fit_data)), scores, held,
@@ -167,7 +185,9 @@ def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device
     if progress:
         progress("FLOPs baselines (leave-family-out)")
     baselines = B.baseline_lofo(data)
-    manifest = _manifest(data, store_path, cfg, default_target, entries, baselines)
+    busy = BZ.summary(cfg.busy_policy(), BZ.model_counts(data, cfg.busy_policy()), counts)
+    log.debug("%s: rows measured on a busy host or noisy: %s", data.device, busy)
+    manifest = _manifest(data, store_path, cfg, default_target, entries, baselines, busy)
     saved = {t: p for t, p in finals.items() if cfg.save_targets == "all" or t == default_target}
     all_models = pd.concat([held, *train_rows], ignore_index=True)
     if progress:
@@ -183,7 +203,8 @@ def _cross_validate(data: D.DeviceData, cfg: TrainConfig,
     """Leave-family-out model rows and unseen-kernel rows of every target, each concatenated."""
     models, kernels = [], []
     for target in cfg.targets:
-        m, k = CV.leave_family_out(data, target, lambda: cfg.predictor(cv=True), cfg.calibrate_on, progress)
+        m, k = CV.leave_family_out(data, target, lambda: cfg.predictor(cv=True), cfg.calibrate_on, progress,
+                                   cfg.busy_policy())
         models.append(m)
         kernels.append(k)
     return pd.concat(models, ignore_index=True), pd.concat([k for k in kernels if len(k)], ignore_index=True)
@@ -194,12 +215,13 @@ def _final(data: D.DeviceData, target: str, cfg: TrainConfig,
     """The predictor on all families, its calibration `candidate` (form/fitter) and the calibration's fit data."""
     form, _, fitter = candidate.partition("/")
     ids = list(data.models[D.MODEL_ID])
-    pred = CV.fit_predictor(data, target, ids, lambda: cfg.predictor(cv=False))
+    pred = CV.fit_predictor(data, target, ids, lambda: cfg.predictor(cv=False), cfg.busy_policy())
     sums = CV.calibration_sums(data, target, pred, ids, cfg.calibrate_on)
     m = data.models.set_index(D.MODEL_ID)
-    cal = fit_calibration(sums, m[D.N_KERNELS], m[D.MEASURED_MS], form, fitter or "none")
+    weight = BZ.model_weights(data, cfg.busy_policy(), ids)
+    cal = fit_calibration(sums, m[D.N_KERNELS], m[D.MEASURED_MS], form, fitter or "none", weight)
     fit = pd.DataFrame({D.FAMILY: m[D.FAMILY], "sum_ms": sums, D.N_KERNELS: m[D.N_KERNELS],
-                        D.MEASURED_MS: m[D.MEASURED_MS]})
+                        D.MEASURED_MS: m[D.MEASURED_MS], BZ.WEIGHT: weight})
     fit["fitted_ms"] = cal.apply(fit["sum_ms"], fit[D.N_KERNELS])
     fit["residual_pct"] = (fit["fitted_ms"] / fit[D.MEASURED_MS] - 1) * 100
     return pred, cal, fit.reset_index()
@@ -228,7 +250,7 @@ def _target_entry(target: str, pred: KernelPredictor, cal: CalibrationEntry, sco
 
 
 def _manifest(data: D.DeviceData, store_path: str | Path, cfg: TrainConfig, default_target: str,
-              entries: Mapping[str, TargetEntry], baselines: pd.DataFrame) -> Manifest:
+              entries: Mapping[str, TargetEntry], baselines: pd.DataFrame, busy: Mapping[str, Any]) -> Manifest:
     """The manifest of a freshly trained device (its file hashes are added when it is saved)."""
     schema = feature_schema()
     return Manifest(
@@ -236,6 +258,6 @@ def _manifest(data: D.DeviceData, store_path: str | Path, cfg: TrainConfig, defa
         created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), library_versions=library_versions(),
         feature_schema=schema, feature_schema_sha=schema_sha(schema), default_target=default_target,
         training_data=TrainingData(str(store_path), len(data.models), tuple(data.families), len(data.kernels),
-                                   len(data.nodes)),
+                                   len(data.nodes), busy),
         config=dataclasses.asdict(cfg), evaluation=EVALUATION, targets=dict(entries),
         baselines_held_out=_records(B.baseline_scores(baselines)))

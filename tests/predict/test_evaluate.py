@@ -135,7 +135,8 @@ def test_train_writes_an_evaluated_predictor(tiny_root):
     assert {"alpha", "beta", "gamma", "fit_data"} <= set(entry["calibration"])
     assert len(entry["calibration"]["fit_data"]) == 9 and entry["held_out"]["n"] == 9
     fit = entry["calibration"]["fit_data"][0]
-    assert {"model_id", "family", "sum_ms", "n_kernels", "measured_ms", "fitted_ms", "residual_pct"} == set(fit)
+    assert {"model_id", "family", "sum_ms", "n_kernels", "measured_ms", "weight", "fitted_ms",
+            "residual_pct"} == set(fit)
     cv = pd.read_csv(d / "cv_models.csv")
     held = cv[cv[CV.SPLIT] == CV.HELD_OUT]
     assert set(held[CV.FOLD]) == {"convnet", "embed", "mlp"}

@@ -1,0 +1,262 @@
+"""hase.predict.busy and its use in training: rows measured on a busy host are dropped or down-weighted.
+
+The store is real: tiny models collected with ONNX Runtime the way `hase collect` does it, in two runs. The
+first sees a quiet host; in the second the canary (scripted: quiet at its reference, twice as slow at every
+later check) finds the host busy before every job, so every kernel and model measured there carries
+`host_busy = 1`. One model of the second run is a byte-different copy of a quiet one (same kernels, already
+measured clean), so its spans have clean twins; the others bring kernels of their own, measured busy.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pandas as pd
+import pytest
+from conftest import REPO, conv_bn_relu_model, embedding_model
+from test_evaluate import mlp_model
+
+from hase.errors import HaseError
+from hase.predict import busy as BZ
+from hase.predict import crossval as CV
+from hase.predict import dataset as D
+from hase.predict.bundle import read_manifest
+from hase.predict.calibration import fit_calibration
+from hase.predict.manifest import Manifest
+from hase.predict.predictor import KernelPredictor
+from hase.predict.train import load_train_config, train
+
+QUIET = {"convnet0": ("convnet", conv_bn_relu_model(c=4, hw=16)), "convnet1": ("convnet", conv_bn_relu_model(c=8)),
+         "mlp0": ("mlp", mlp_model(16)), "mlp1": ("mlp", mlp_model(64)), "embed0": ("embed", embedding_model(50))}
+BUSY = {"convnet1b": ("convnet", conv_bn_relu_model(c=8)), "convnet2": ("convnet", conv_bn_relu_model(c=8, hw=24)),
+        "mlp2": ("mlp", mlp_model(128)), "embed1": ("embed", embedding_model(200))}
+CONFIG = """
+[training]
+targets = ["warm", "span"]
+min_samples = 3
+n_jobs = 1
+{extra}
+[forest.default]
+n_estimators = 8
+max_depth = 8
+max_features = 0.8
+[forest.fallback]
+n_estimators = 6
+max_depth = 6
+"""
+
+
+def _collect(root: Path, models: dict[str, tuple[str, onnx.ModelProto]], canary_ms: list[float]) -> None:
+    """Collect `models` into root/busy.sqlite, the canary timing `canary_ms` then its last value for ever."""
+    from hase.measure import collect as coll
+    from hase.measure.store import Store
+    from hase.measure.types import CanaryPolicy, EPConfig, MeasureSettings, TimingPolicy
+
+    fast = TimingPolicy(warmup=1, min_runs=5, max_runs=10, min_time_s=0.0, max_time_s=0.05)
+    settings = MeasureSettings(kernel=fast, model=fast, model_blocks=2, noise_bound=100.0, profile_warmup=1,
+                               profile_runs=3, cold_sessions=2,
+                               canary=CanaryPolicy(retries=1, wait_s=0.0, every_kernels=1))
+    sources = []
+    for name, (family, model) in models.items():
+        model.doc_string = name  # a copy of another model is another file: its own model job, the same kernels
+        onnx.save(model, root / f"{name}.onnx")
+        sources.append(coll.ModelSource(name, family, root / f"{name}.onnx"))
+    times = itertools.chain(canary_ms, itertools.repeat(canary_ms[-1]))
+    with pytest.MonkeyPatch.context() as mp, Store(root / "busy.sqlite") as store:
+        mp.setattr(coll, "canary_timer", lambda ep, policy: lambda: next(times))
+        report = coll.collect(sources, coll.CollectConfig((EPConfig(name="cpu-1t"),), settings), store)
+    assert report.models_done == len(models)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("busy")
+    _collect(root, QUIET, [1.0])  # the host stays as quiet as at the reference
+    _collect(root, BUSY, [1.0, 2.0])  # the reference, then 2x slower at every check: every job flagged
+    return root / "busy.sqlite"
+
+
+@pytest.fixture(scope="module")
+def data(store: Path) -> D.DeviceData:
+    return D.load_device_data(store)
+
+
+def _busy_kernels(store: Path) -> set[str]:
+    from hase.measure.store import Store
+
+    with Store(store, readonly=True) as s:
+        km = s.table("kernel_measurements")
+    return set(km.loc[km["host_busy"] == 1, "kernel_id"])
+
+
+def test_the_store_carries_the_flags_as_collect_wrote_them(store, data):
+    m = data.models.set_index(D.MODEL_ID)
+    assert set(m.index[m[D.HOST_BUSY]]) == set(BUSY) and not m[D.NOISY].any()
+    busy = _busy_kernels(store)
+    assert busy and set(data.kernels.loc[data.kernels[D.HOST_BUSY], D.KERNEL_ID]) == busy
+    copy = set(data.nodes.loc[data.nodes[D.MODEL_ID] == "convnet1b", D.KERNEL_ID])
+    assert copy == set(data.nodes.loc[data.nodes[D.MODEL_ID] == "convnet1", D.KERNEL_ID]) and not copy & busy
+
+
+def _occurrences(data: D.DeviceData) -> pd.DataFrame:
+    occ = data.nodes[data.nodes[D.SPAN_MS].notna()].copy()
+    occ["suspect"] = occ[D.MODEL_ID].isin(set(BUSY))
+    occ["has_clean"] = (~occ["suspect"]).groupby(occ[D.KERNEL_ID]).transform("any")
+    return occ
+
+
+def test_drop_leaves_out_busy_spans_with_a_clean_twin_and_weights_the_rest(data):
+    policy = BZ.BusyPolicy("drop", 0.2)
+    y, w, counts = BZ.training_rows(data, "span", policy)
+    occ = _occurrences(data)
+    twins = occ[occ["suspect"] & occ["has_clean"]]
+    assert counts.dropped == len(twins) >= (data.nodes[D.MODEL_ID] == "convnet1b").sum() > 0
+    assert counts.suspect == occ["suspect"].sum() and counts.rows == len(y) == len(w)
+    clean = occ[~occ["suspect"]].groupby(D.KERNEL_ID)[D.SPAN_MS].median()
+    assert np.allclose(y[clean.index], clean) and (w[clean.index] == 1.0).all()
+    only_busy = sorted(set(y.index) - set(clean.index))
+    assert only_busy and (w[only_busy] == 0.2).all() and counts.weighted == len(only_busy)
+    assert np.allclose(y[only_busy], D.kernel_targets(data, "span")[only_busy])
+
+
+def test_weight_keeps_every_span_and_keep_ignores_the_flags(data):
+    old = D.kernel_targets(data, "span")
+    y, w, counts = BZ.training_rows(data, "span", BZ.BusyPolicy("weight", 0.2))
+    assert counts.dropped == 0 and y.equals(old)
+    occ = _occurrences(data)
+    expected = occ.assign(w=np.where(occ["suspect"], 0.2, 1.0)).groupby(D.KERNEL_ID)["w"].mean()
+    assert np.allclose(w, expected[w.index]) and counts.weighted == (expected < 1).sum() > 0
+    y, w, counts = BZ.training_rows(data, "span", BZ.KEEP)
+    assert y.equals(old) and (w == 1.0).all() and (counts.dropped, counts.weighted) == (0, 0)
+
+
+def test_standalone_rows_of_busy_jobs_are_down_weighted_never_dropped(store, data):
+    busy = _busy_kernels(store)
+    for mode in ("drop", "weight"):
+        y, w, counts = BZ.training_rows(data, "warm", BZ.BusyPolicy(mode, 0.25))
+        assert y.equals(D.kernel_targets(data, "warm")) and counts.dropped == 0
+        assert set(w.index[w < 1]) == busy & set(y.index) and set(w[w < 1]) == {0.25}
+        assert counts.suspect == counts.weighted == len(busy & set(y.index))
+    held = list(data.models.loc[data.models[D.FAMILY] != "mlp", D.MODEL_ID])  # a fold's training models
+    y, w, _ = BZ.training_rows(data, "warm", BZ.BusyPolicy(), held)
+    assert y.equals(D.kernel_targets(data, "warm", held)) and w.index.equals(y.index)
+
+
+def test_model_weights_follow_busy_and_noisy(data):
+    policy = BZ.BusyPolicy("drop", 0.2)
+    ids = list(data.models[D.MODEL_ID])
+    w = BZ.model_weights(data, policy, ids)
+    assert list(w.index) == ids and dict(w[w < 1]) == dict.fromkeys(BUSY, 0.2)
+    noisy = dataclasses.replace(data, models=data.models.assign(**{D.NOISY: data.models[D.MODEL_ID] == "mlp0"}))
+    assert BZ.model_weights(noisy, policy, ["mlp0", "mlp1"]).tolist() == [0.2, 1.0]
+    counts = BZ.model_counts(noisy, policy)
+    assert counts == {"rows": 9, "host_busy": 4, "noisy": 1, "suspect": 5, "dropped": 0, "weighted": 5}
+    assert BZ.model_counts(noisy, BZ.KEEP)["weighted"] == 0 and (BZ.model_weights(noisy, BZ.KEEP, ids) == 1).all()
+
+
+def test_a_down_weighted_row_barely_moves_the_forest(data):
+    """The same kernels measured twice, once 4x slower: weighted 1e-3, the slow copy hardly counts."""
+    y = D.kernel_targets(data, "warm")
+    specs = [data.specs[k] for k in y.index]
+    twice, y2 = specs + specs, np.concatenate([y, 4 * y])
+    kw = {"params": {"default": {"n_estimators": 10, "max_depth": 10}}, "min_samples": 3, "base": False}
+    weighted = KernelPredictor(**kw).fit(twice, y2, sample_weight=[1.0] * len(y) + [1e-3] * len(y))
+    plain = KernelPredictor(**kw).fit(twice, y2)
+    assert np.median(weighted.predict(specs) / y) < 1.2 and np.median(plain.predict(specs) / y) > 1.6
+    with pytest.raises(ValueError, match="sample weights"):
+        KernelPredictor(**kw).fit(specs, y, sample_weight=np.zeros(len(y)))
+
+
+def test_weighted_calibration_follows_the_clean_models():
+    s = np.linspace(1, 20, 12)
+    y = 0.5 * s + 0.1
+    y[[2, 7]] *= 2.0  # two models measured on a busy host
+    w = np.where(np.isin(np.arange(12), [2, 7]), 1e-6, 1.0)
+    for fitter in ("ols", "relative", "huber"):
+        c = fit_calibration(s, np.ones(12), y, "scale", fitter, weight=w)
+        assert (c.alpha, c.beta) == pytest.approx((0.5, 0.1), rel=1e-3, abs=1e-3), fitter
+        plain = fit_calibration(s, np.ones(12), y, "scale", fitter)
+        if fitter != "huber":  # the Huber loss resists two outliers on its own
+            assert (plain.alpha, plain.beta) != pytest.approx((0.5, 0.1), rel=1e-2, abs=1e-2), fitter
+    assert fit_calibration(s, np.ones(12), y, "scale", "relative", weight=np.ones(12)) == \
+        fit_calibration(s, np.ones(12), y, "scale", "relative")
+    with pytest.raises(ValueError, match="weights"):
+        fit_calibration(s, np.ones(12), y, "scale", "ols", weight=np.ones(3))
+
+
+def test_a_fold_fits_its_calibration_with_the_weights(data):
+    """Busy models pulled 3x slow: with them at weight 0.001 the fold's calibration stays near the clean one."""
+    slow = data.models.assign(**{D.MEASURED_MS: np.where(data.models[D.HOST_BUSY], 3.0, 1.0)
+                                 * data.models[D.MEASURED_MS]})
+    skewed = dataclasses.replace(data, models=slow)
+    weight = BZ.BusyPolicy("weight", 1e-3)
+    alpha = {name: _fold_alpha(d, p) for name, d, p in (("keep", skewed, BZ.KEEP), ("weight", skewed, weight),
+                                                         ("clean", data, weight))}
+    assert abs(alpha["weight"] / alpha["clean"] - 1) < 0.02 < abs(alpha["keep"] / alpha["clean"] - 1)
+
+
+def _small_forests() -> KernelPredictor:
+    return KernelPredictor({"default": {"n_estimators": 4, "max_depth": 6}}, min_samples=3)
+
+
+def _fold_alpha(data: D.DeviceData, policy: BZ.BusyPolicy) -> float:
+    """alpha of the relative-least-squares calibration of the fold that holds out `embed`."""
+    rows = CV.fold_frames(data, "warm", "embed", _small_forests, "measured", policy)[0]
+    return float(rows.loc[rows[CV.CALIBRATION] == "scale/relative", CV.ALPHA].iloc[0])
+
+
+@pytest.mark.parametrize("extra, match", [('busy = "sometimes"', "busy = 'sometimes' is not a policy"),
+                                          ("busy_weight = 0", "busy_weight = 0 is out of range"),
+                                          ("busy_weight = 1.5", "busy_weight = 1.5 is out of range")])
+def test_config_checks_the_policy(tmp_path, extra, match):
+    path = tmp_path / "p.toml"
+    path.write_text(CONFIG.format(extra=extra))
+    with pytest.raises(HaseError, match=match):
+        load_train_config(path)
+
+
+def test_shipped_config_drops_by_default():
+    cfg = load_train_config(REPO / "configs" / "predictor.toml")
+    assert cfg.busy_policy() == BZ.BusyPolicy("drop", 0.2)
+
+
+@pytest.mark.parametrize("mode", ["drop", "keep"])
+def test_train_records_what_it_dropped_and_weighted(store, data, tmp_path, mode):
+    path = tmp_path / "p.toml"
+    path.write_text(CONFIG.format(extra=f'busy = "{mode}"\nbusy_weight = 0.2'))
+    res = train(store, tmp_path / "out", load_train_config(path))
+    busy = res.manifest.training_data.busy
+    policy = BZ.BusyPolicy(mode, 0.2)
+    assert busy["policy"] == mode and busy["busy_weight"] == 0.2
+    assert busy["models"] == BZ.model_counts(data, policy)
+    for target in ("warm", "span"):
+        assert busy["kernels"][target] == BZ.training_rows(data, target, policy)[2].to_dict()
+    if mode == "drop":
+        assert busy["kernels"]["span"]["dropped"] > 0 and busy["models"]["weighted"] == 4
+    else:
+        assert all(c["dropped"] == c["weighted"] == 0 for c in busy["kernels"].values())
+    fit = pd.DataFrame(res.manifest.target("span").calibration.fit_data).set_index(D.MODEL_ID)
+    assert dict(fit.loc[fit[BZ.WEIGHT] < 1, BZ.WEIGHT]) == ({} if mode == "keep" else dict.fromkeys(BUSY, 0.2))
+    assert res.manifest.config["busy"] == mode
+
+
+def test_train_cli_says_what_it_did_with_busy_rows(store, tmp_path, capsys):
+    from hase.cli import main
+
+    path = tmp_path / "p.toml"
+    path.write_text(CONFIG.format(extra=""))
+    assert main(["-q", "train", "--store", str(store), "--config", str(path), "--out", str(tmp_path / "o")]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps lines at the console width
+    assert "measured on a busy host or noisy (policy 'drop', weight 0.2): models 4 of 9 (4 busy, 0 noisy)" in out
+
+
+def test_manifests_without_the_busy_record_still_load_with_their_digest():
+    raw = json.loads((REPO / "hase" / "predictors" / "cpu-1t" / "manifest.json").read_text())
+    assert "busy" not in raw["training_data"]
+    manifest = read_manifest(REPO / "hase" / "predictors" / "cpu-1t")
+    assert manifest.training_data.busy == {} and manifest.to_dict()["digest"] == raw["digest"]
+    assert Manifest.from_dict(manifest.to_dict()) == manifest
