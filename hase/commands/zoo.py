@@ -1,4 +1,5 @@
-"""`hase zoo`: build (or list) the ONNX model zoo described by a TOML config."""
+"""`hase zoo`: build (or list) the ONNX model zoo described by a TOML config; `--ranges` measures the kernel sizes of
+real models (the sampler's table), `--refine` writes the next adaptive round of sampled blocks."""
 from __future__ import annotations
 
 import argparse
@@ -10,6 +11,9 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 
 from hase import paths
+
+KERNEL_RANGES = "configs/kernel_ranges.csv"  # the sampler's table of real kernel sizes (committed)
+ROUNDS_DIR = "data/sampler"  # where `--refine` writes round configs (git-ignored)
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -32,6 +36,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--config", default=paths.ZOO_CONFIG, help="zoo config (default: %(default)s)")
     p.add_argument("--out", default=paths.ZOO_DIR, help="root folder of the zoo (default: %(default)s)")
     p.add_argument("--list", action="store_true", help="list variants without building")
+    p.add_argument("--ranges", nargs="+", metavar="DIR",
+                   help="instead of building: split every .onnx in these folders (real models) at --opt-level and "
+                        "write the kernel sizes per op family to --ranges-out (what [sampler] draws from)")
+    p.add_argument("--ranges-out", default=KERNEL_RANGES, help="the kernel ranges table (default: %(default)s)")
+    p.add_argument("--opt-level", default="all", help="ORT optimization level for --ranges (default: %(default)s)")
+    p.add_argument("--refine", action="store_true",
+                   help="instead of building: predict the config's measured sampled blocks k-fold and write the next "
+                        "round of blocks around the worst ones into --rounds-dir (then `hase collect --zoo ROUND`)")
+    p.add_argument("--store", default=paths.STORE, help="measurement store for --refine (default: %(default)s)")
+    p.add_argument("--device", default=paths.DEFAULT_DEVICE, help="device config for --refine (default: %(default)s)")
+    p.add_argument("--predictor-config", default=paths.PREDICTOR_CONFIG,
+                   help="forest settings for --refine (default: %(default)s)")
+    p.add_argument("--rounds-dir", default=ROUNDS_DIR, help="where --refine writes rounds (default: %(default)s)")
     p.set_defaults(func=run)
 
 
@@ -43,6 +60,10 @@ def run(args: argparse.Namespace) -> int:
     from hase.files import check_output_dir, outermost_missing
 
     console = Console()
+    if args.ranges:
+        return _ranges(args, console)
+    if args.refine:
+        return _refine(args, console)
     specs = zoo.load_zoo_config(args.config)
     if args.list:
         console.print(_variants_table(specs))
@@ -106,3 +127,55 @@ def _summary_table(specs: Sequence[ModelSpec], built: Mapping[str, int], sizes: 
     table.add_row("total", str(len(specs)), str(sum(built.values())), f"{sum(sizes.values()) / 1e6:.1f}",
                   style="bold")
     return table
+
+
+def _ranges(args: argparse.Namespace, console: Console) -> int:
+    """`--ranges DIR...`: the kernel sizes of real models, written to --ranges-out."""
+    from pathlib import Path
+
+    from hase.errors import HaseError
+    from hase.files import check_output_file, write_atomic
+    from hase.zoo.ranges import extract_ranges, ranges_csv
+
+    check_output_file(args.ranges_out, "--ranges-out")
+    models = []
+    for folder in map(Path, args.ranges):
+        if not folder.is_dir():
+            raise HaseError(f"--ranges {folder}: not a folder: pass folders of real .onnx models")
+        models += sorted(folder.glob("*.onnx"))
+    if not models:
+        raise HaseError(f"--ranges {' '.join(args.ranges)}: no .onnx files there: pass folders of real models")
+    ranges = extract_ranges(models, args.opt_level, sources=" ".join(args.ranges))
+    write_atomic(args.ranges_out, ranges_csv(ranges))
+    families = ", ".join(ranges.families())
+    console.print(f"kernel ranges of {ranges.provenance['n_models']} models ({families}) written to "
+                  f"{args.ranges_out}", markup=False, soft_wrap=True)
+    return 0
+
+
+def _refine(args: argparse.Namespace, console: Console) -> int:
+    """`--refine`: the next adaptive round of sampled blocks, as a zoo config."""
+    from hase.files import check_output_dir
+    from hase.zoo import read_zoo_config
+    from hase.zoo.refine import refine
+
+    if read_zoo_config(args.config).sampler is None:
+        console.print(f"{args.config} has no [sampler] table: no sampled blocks to refine", markup=False,
+                      soft_wrap=True)
+        return 0
+    check_output_dir(args.rounds_dir, "--rounds-dir")
+    result = refine(args.config, args.store, args.device, args.predictor_config, args.rounds_dir)
+    if result.points.empty:
+        console.print(f"all rounds of {args.config}'s [sampler] are written ({result.round}): nothing to do",
+                      markup=False, soft_wrap=True)
+        return 0
+    errors = result.points["error"].abs()
+    console.print(f"{len(result.points)} sampled kernels on {args.device}: k-fold held-out error median "
+                  f"{errors.median():.1%}, {(errors > 0.10).mean():.0%} above 10 %; {len(result.chosen)} refined",
+                  markup=False, soft_wrap=True)
+    if result.config_path is None:
+        console.print("no sampled kernel above the threshold: no new round", markup=False, soft_wrap=True)
+        return 0
+    console.print(f"round {result.round}: {len(result.specs)} new blocks in {result.config_path}; measure them with "
+                  f"`hase collect --zoo {result.config_path}`", markup=False, soft_wrap=True)
+    return 0

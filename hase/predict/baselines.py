@@ -16,6 +16,7 @@ from hase.predict import dataset as D
 from hase.predict import features as F
 from hase.predict.calibration import relative_lstsq
 from hase.predict.metrics import Scores, score
+from hase.zoo.blocks import is_sampled
 
 FLOPS, BYTES = F.FLOPS, F.BYTES
 BASELINES = {"flops": (FLOPS,), "flops+bytes": (FLOPS, BYTES)}
@@ -36,10 +37,11 @@ def model_costs(data: D.DeviceData) -> pd.DataFrame:
 def baseline_lofo(data: D.DeviceData) -> pd.DataFrame:
     """Held-out predictions of linear fits of model latency on FLOPs, and on FLOPs + bytes (relative LS)."""
     m = data.models.set_index(D.MODEL_ID).join(model_costs(data))
+    m = m[~m[D.FAMILY].map(is_sampled)]  # the sampled blocks are not models to score (crossval.scored_families)
     out = m[[D.FAMILY, D.MEASURED_MS, FLOPS, BYTES]].rename(columns={FLOPS: MODEL_FLOPS, BYTES: MODEL_BYTES})
     for name, cols in BASELINES.items():
         out[name] = np.nan
-        for fam in data.families:
+        for fam in sorted(m[D.FAMILY].unique()):
             tr, te = m[m[D.FAMILY] != fam], m[D.FAMILY] == fam
             out.loc[te, name] = _linear_predict(tr, m[te], cols)
     return out.reset_index()

@@ -24,6 +24,7 @@ from hase.predict.busy import KEEP, BusyPolicy, model_weights, training_rows
 from hase.predict.calibration import CANDIDATES, Calibration, fit_calibration
 from hase.predict.metrics import grouped_metrics
 from hase.predict.predictor import KEY, PRED_MS, SOURCE, KernelPredictor
+from hase.zoo.blocks import is_sampled
 
 TARGET, SPLIT, CALIBRATION, FOLD = "target", "split", "calibration", "fold"
 HELD_OUT, TRAIN = "held_out", "train"
@@ -32,6 +33,19 @@ Y_MS = "y_ms"
 ALPHA, BETA, GAMMA = "alpha", "beta", "gamma"
 MakePredictor = Callable[[], KernelPredictor]
 Progress = Callable[[str], None]
+
+
+def scored_families(data: D.DeviceData) -> list[str]:
+    """The families leave-family-out holds out and scores: every family but the sampled blocks (kernel data for
+    every fold's forests, never held out, never a calibration point, never scored: one-kernel blocks, not models
+    users run)."""
+    return [f for f in data.families if not is_sampled(f)]
+
+
+def scored_ids(data: D.DeviceData, model_ids: Iterable[str]) -> list[str]:
+    """`model_ids` without the sampled blocks (what calibration is fitted on and scores are computed over)."""
+    fam = data.models.set_index(D.MODEL_ID)[D.FAMILY]
+    return [m for m in model_ids if not is_sampled(str(fam[m]))]
 
 
 def unique_kernel_predictions(data: D.DeviceData, predictor: KernelPredictor, kernel_ids: Iterable[str],
@@ -103,10 +117,11 @@ def fold_frames(data: D.DeviceData, target: str, held: str, make: MakePredictor,
     models = data.models
     train_ids = list(models.loc[models[D.FAMILY] != held, D.MODEL_ID])
     test = models[models[D.FAMILY] == held].set_index(D.MODEL_ID)
-    predictor = fit_predictor(data, target, train_ids, make, busy)
-    fit_sums = calibration_sums(data, target, predictor, train_ids, calibrate_on)
-    train = models.set_index(D.MODEL_ID).loc[train_ids]
-    weight = model_weights(data, busy, train_ids)
+    predictor = fit_predictor(data, target, train_ids, make, busy)  # sampled blocks' kernels included
+    cal_ids = scored_ids(data, train_ids)
+    fit_sums = calibration_sums(data, target, predictor, cal_ids, calibrate_on)
+    train = models.set_index(D.MODEL_ID).loc[cal_ids]
+    weight = model_weights(data, busy, cal_ids)
     part = test[[D.FAMILY, D.MEASURED_MS, D.N_KERNELS]].join(model_predictions(data, predictor, test.index))
     rows = [calibrated_rows(part, fit_calibration(fit_sums, train[D.N_KERNELS], train[D.MEASURED_MS], form, fitter,
                                                   weight))
@@ -134,9 +149,10 @@ def leave_family_out(data: D.DeviceData, target: str, make: MakePredictor, calib
                      busy: BusyPolicy = KEEP) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every family held out in turn: (model rows for every calibration candidate, unseen-kernel rows)."""
     models, kernels = [], []
-    for i, fam in enumerate(data.families, 1):
+    families = scored_families(data)
+    for i, fam in enumerate(families, 1):
         if progress:
-            progress(f"{target}: holding out {fam} (fold {i}/{len(data.families)})")
+            progress(f"{target}: holding out {fam} (fold {i}/{len(families)})")
         m, k = fold_frames(data, target, fam, make, calibrate_on, busy)
         models.append(m)
         kernels.append(k)
@@ -145,8 +161,9 @@ def leave_family_out(data: D.DeviceData, target: str, make: MakePredictor, calib
 
 def in_sample(data: D.DeviceData, target: str, predictor: KernelPredictor, calibration: Calibration) -> pd.DataFrame:
     """Model rows of the final predictor on its own training models (split `train`)."""
-    preds = model_predictions(data, predictor, data.models[D.MODEL_ID])
-    part = data.models.set_index(D.MODEL_ID)[[D.FAMILY, D.MEASURED_MS, D.N_KERNELS]].join(preds)
+    ids = scored_ids(data, data.models[D.MODEL_ID])
+    preds = model_predictions(data, predictor, ids)
+    part = data.models.set_index(D.MODEL_ID).loc[ids, [D.FAMILY, D.MEASURED_MS, D.N_KERNELS]].join(preds)
     return tag(calibrated_rows(part, calibration).reset_index(), {TARGET: target, SPLIT: TRAIN, FOLD: ""})
 
 

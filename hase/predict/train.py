@@ -165,7 +165,7 @@ def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device
     """
     t0 = time.perf_counter()
     data = D.load_device_data(store_path, device)
-    if len(data.families) < 2:
+    if len(CV.scored_families(data)) < 2:
         raise HaseError(f"the store has one model family ({data.families}): leave-family-out evaluation needs two "
                         f"or more; collect more of the zoo with `make collect`")
     held, kernels = _cross_validate(data, cfg, progress)
@@ -214,10 +214,11 @@ def _final(data: D.DeviceData, target: str, cfg: TrainConfig,
            candidate: str) -> tuple[KernelPredictor, Calibration, pd.DataFrame]:
     """The predictor on all families, its calibration `candidate` (form/fitter) and the calibration's fit data."""
     form, _, fitter = candidate.partition("/")
-    ids = list(data.models[D.MODEL_ID])
-    pred = CV.fit_predictor(data, target, ids, lambda: cfg.predictor(cv=False), cfg.busy_policy())
+    pred = CV.fit_predictor(data, target, list(data.models[D.MODEL_ID]), lambda: cfg.predictor(cv=False),
+                            cfg.busy_policy())  # the sampled blocks' kernels too
+    ids = CV.scored_ids(data, data.models[D.MODEL_ID])  # calibration: models users run, not one-kernel blocks
     sums = CV.calibration_sums(data, target, pred, ids, cfg.calibrate_on)
-    m = data.models.set_index(D.MODEL_ID)
+    m = data.models.set_index(D.MODEL_ID).loc[ids]
     weight = BZ.model_weights(data, cfg.busy_policy(), ids)
     cal = fit_calibration(sums, m[D.N_KERNELS], m[D.MEASURED_MS], form, fitter or "none", weight)
     fit = pd.DataFrame({D.FAMILY: m[D.FAMILY], "sum_ms": sums, D.N_KERNELS: m[D.N_KERNELS],

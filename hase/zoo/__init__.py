@@ -7,7 +7,7 @@
 
 Families register themselves with `@register_family` in their modules, imported here to fill the registry.
 """
-from hase.zoo import classic, googlenet, mobilenet, nas, resnet, shufflenet, transformer, vit  # noqa: F401
+from hase.zoo import blocks, classic, googlenet, mobilenet, nas, resnet, shufflenet, transformer, vit  # noqa: F401
 from hase.zoo.build import INDEX_COLUMNS, INDEX_NAME, ZooEntry, build_model, ensure_zoo, zoo_dir
 from hase.zoo.config import ZooConfig, load_zoo_config, parse_zoo_config, read_zoo_config
 from hase.zoo.registry import Family, ModelSpec, Param, families, get_family, register_family

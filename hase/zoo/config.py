@@ -15,6 +15,11 @@ Format::
     depth = 10
 
 A family given as a single table (``[families.gpt]``) is one grid.
+
+    [sampler]               # optional: sampled block models over real kernel sizes (hase.zoo.sampler)
+    kernels = 240
+
+The sampled blocks follow the listed families' variants; a config may hold only a `[sampler]` table.
 """
 from __future__ import annotations
 
@@ -31,26 +36,29 @@ from hase.errors import HaseError
 from hase.files import load_toml
 from hase.zoo.layers import IR_VERSIONS
 from hase.zoo.registry import ModelSpec, families, get_family
+from hase.zoo.sampler import SamplerConfig, parse_sampler, sample_specs
 
 log = logging.getLogger(__name__)
 
-TOP_LEVEL_KEYS = ("seed", "opset", "families")
+TOP_LEVEL_KEYS = ("seed", "opset", "families", "sampler")
 
 
 @dataclass(frozen=True)
 class ZooConfig:
-    """A parsed zoo config: its name (the file stem), weight seed, opset and the variants in file order."""
+    """A parsed zoo config: its name (the file stem), weight seed, opset, the variants in file order (the sampled
+    blocks last) and the `[sampler]` settings, if any."""
 
     name: str
     seed: int
     opset: int
     specs: tuple[ModelSpec, ...]
+    sampler: SamplerConfig | None = None
 
 
 def read_zoo_config(path: str | Path) -> ZooConfig:
     """Parse and validate the TOML zoo config at `path`; every problem raises HaseError naming the fix."""
     data = load_toml(path, "zoo config", "pass --config with an existing .toml file")
-    return parse_zoo_config(data, Path(path).stem)
+    return parse_zoo_config(data, Path(path).stem, Path(path).parent)
 
 
 def load_zoo_config(path: str | Path) -> list[ModelSpec]:
@@ -58,8 +66,9 @@ def load_zoo_config(path: str | Path) -> list[ModelSpec]:
     return list(read_zoo_config(path).specs)
 
 
-def parse_zoo_config(data: Mapping[str, Any], name: str) -> ZooConfig:
-    """Validate an already-parsed config mapping (see the module docstring for the format)."""
+def parse_zoo_config(data: Mapping[str, Any], name: str, config_dir: Path | None = None) -> ZooConfig:
+    """Validate an already-parsed config mapping (see the module docstring for the format); `config_dir` is
+    where the `[sampler]` ranges path starts (the working directory when None)."""
     unknown = sorted(set(data) - set(TOP_LEVEL_KEYS))
     if unknown:
         raise HaseError(f"unknown key(s) {unknown} in zoo config {name!r}: use only {list(TOP_LEVEL_KEYS)}")
@@ -68,8 +77,10 @@ def parse_zoo_config(data: Mapping[str, Any], name: str) -> ZooConfig:
         raise HaseError(f"seed = {seed!r} in zoo config {name!r} is invalid: use an integer >= 0")
     if type(opset) is not int or opset not in IR_VERSIONS:
         raise HaseError(f"opset = {opset!r} in zoo config {name!r} is not supported: use one of {sorted(IR_VERSIONS)}")
+    sampler = parse_sampler(data["sampler"], config_dir or Path("."), f"zoo config {name!r}") \
+        if "sampler" in data else None
     groups = data.get("families", {})
-    if not isinstance(groups, Mapping) or not groups:
+    if not isinstance(groups, Mapping) or (not groups and sampler is None):
         known = [f.name for f in families()]
         raise HaseError(f"zoo config {name!r} lists no families: add [[families.NAME]] tables, NAME one of {known}")
     specs: dict[str, ModelSpec] = {}
@@ -81,7 +92,13 @@ def parse_zoo_config(data: Mapping[str, Any], name: str) -> ZooConfig:
             if spec.name in specs:
                 log.debug("dropping duplicate variant %s", spec.name)
             specs.setdefault(spec.name, spec)
-    return ZooConfig(name, seed, opset, tuple(specs.values()))
+    if sampler is not None:
+        for spec in sample_specs(sampler):
+            specs.setdefault(spec.name, spec)
+    if len(specs) > limits.ZOO_MAX_VARIANTS:
+        raise HaseError(f"zoo config {name!r} has {len(specs)} variants, over the limit of {limits.ZOO_MAX_VARIANTS}: "
+                        f"lower [sampler] kernels or list fewer values")
+    return ZooConfig(name, seed, opset, tuple(specs.values()), sampler)
 
 
 def _expand_family(family_name: str, grids: Any, expanded: int = 0) -> list[ModelSpec]:

@@ -14,6 +14,7 @@ from hase import zoo
 from hase.cli import main
 from hase.errors import HaseError
 from hase.zoo import registry
+from hase.zoo.blocks import is_sampled
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -35,6 +36,13 @@ SMALL = {
              {"last_hidden_state": (2, 16, 64), "pooler_output": (2, 64)}),
     "gpt": ({"layers": 2, "hidden": 64, "heads": 2, "seq": 16, "vocab": 100}, {"logits": (1, 16, 100)}),
     "vit": ({"layers": 2, "hidden": 64, "heads": 4, "patch": 8, "resolution": 32, "batch": 2}, {"logits": (2, 1000)}),
+    # the sampled block families (hase.zoo.blocks; tests/zoo/test_blocks.py checks their kernels)
+    "sampled-conv": ({"c_in": 16, "c_out": 32, "spatial": 16, "stride": 2}, {"output": (1, 32, 8, 8)}),
+    "sampled-matmul": ({"rows": 8, "k": 16, "n": 24, "gelu": "erf"}, {"output": (1, 8, 24)}),
+    "sampled-attention": ({"batch": 2, "m": 8, "k": 16, "n": 12}, {"output": (1, 2, 8, 16)}),
+    "sampled-norm": ({"rows": 8, "hidden": 32}, {"output": (1, 8, 32)}),
+    "sampled-pool": ({"channels": 16, "spatial": 16, "kernel": 3, "stride": 2}, {"output": (1, 16, 8, 8)}),
+    "sampled-eltwise": ({"rows": 8, "width": 16, "op": "Concat"}, {"output": (1, 8, 32)}),
 }
 TRANSFORMER_STYLES = [
     {"gelu": "erf", "linear": "matmul", "scale": "div"},
@@ -100,7 +108,7 @@ gpt = [{ layers = 1, hidden = 32, heads = 2, seq = 8, vocab = 64 }]
 # ---- families -----------------------------------------------------------------------------------------
 def test_small_variants_cover_every_registered_family():
     assert sorted(SMALL) == sorted(f.name for f in zoo.families())
-    assert len(SMALL) >= 15
+    assert len(SMALL) >= 21
 
 
 @pytest.mark.parametrize("family", sorted(SMALL))
@@ -273,16 +281,21 @@ resolution = 32
 
 def test_shipped_configs_are_valid_and_sized():
     small = zoo.read_zoo_config(CONFIGS / "zoo_small.toml")
-    per_family = Counter(s.family for s in small.specs)
-    assert set(per_family) == {f.name for f in zoo.families()}
+    hand = [s for s in small.specs if not is_sampled(s.family)]
+    per_family = Counter(s.family for s in hand)
+    assert set(per_family) == {f.name for f in zoo.families() if not is_sampled(f.name)}
     # sized for a default collect of a few minutes on 2 cores (measured: 121 s for 85 models)
-    assert 60 <= len(small.specs) <= 120 and all(3 <= n <= 10 for n in per_family.values())
-    for spec in small.specs:
+    assert 60 <= len(hand) <= 120 and all(3 <= n <= 10 for n in per_family.values())
+    # the sampled blocks: every block family, within the [sampler] budget (tests/zoo/test_sampler.py)
+    assert small.sampler is not None and len(small.specs) - len(hand) == small.sampler.kernels
+    assert {s.family for s in small.specs if is_sampled(s.family)} == {f.name for f in zoo.families()
+                                                                        if is_sampled(f.name)}
+    for spec in hand:
         p = spec.kwargs()
         assert p.get("resolution", 64) <= 224 and p["batch"] <= 4
         assert p.get("seq", 16) <= 256 and p.get("layers", 1) <= 4
     full = zoo.load_zoo_config(CONFIGS / "zoo_full.toml")
-    assert len(full) >= 200 and {s.family for s in full} == set(per_family)
+    assert len(full) >= 200 and {s.family for s in full} == {f.name for f in zoo.families()}
     assert len({s.name for s in full}) == len(full)
 
 

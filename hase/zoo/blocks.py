@@ -1,0 +1,184 @@
+"""Sampled block families: one small model around one sampled kernel, written the way real exports write it.
+
+Each family is a zoo family (`@register_family`), so `hase zoo` builds them and `hase collect --zoo` measures
+them like any zoo model: every kernel standalone and in-model (its ORT profile span). The block is what ONNX
+Runtime fuses at `all` the way it fuses real models: Conv+BatchNormalization+ReLU (one NCHWc FusedConv),
+MatMul+Add(+GELU) (Gemm / MatMul, Gelu or BiasGelu), attention scores (Transpose+MatMul+Mul -> FusedMatMul,
+Softmax, MatMul), Add+LayerNormalization (SkipLayerNormalization), a 1x1 convolution before pooling (so the
+pool runs in NCHWc, as after a real convolution), and one element-wise or data-movement op.
+
+Family names start with `SAMPLED_PREFIX`; training treats them as kernel data, not as zoo families to score
+(docs/predictor.md, "Sampled kernels").
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from hase.errors import HaseError
+from hase.zoo.layers import GraphBuilder, Tensor
+from hase.zoo.registry import Param, register_family
+from hase.zoo.transformer import INIT_STD, gelu
+
+SAMPLED_PREFIX = "sampled-"
+MAX_DIM = 1 << 16
+MEMORY_FLOPS = 50  # one dimension of a sampled block (the tensor-size limit still applies on top)
+ELTWISE_OPS = ("Add", "Mul", "Sub", "Div", "Relu", "Sigmoid", "Clip", "Tanh", "HardSwish", "Erf", "Transpose",
+               "Concat")
+# data movement the element-wise block also writes (op names of the block, not ONNX op types): a 4-D head
+# transpose (attention's [1, tokens, heads, dim] -> [1, heads, tokens, dim]) and Resize in ORT's three modes,
+# nearest/linear 2x upsampling as in FPN-style necks and a cubic ~0.93x downsampling as in CrossViT's branches
+MOVEMENT_OPS = ("Transpose0213", "ResizeNearest", "ResizeLinear", "ResizeCubic")
+RESIZE_MODES = {"ResizeNearest": ("nearest", 2.0), "ResizeLinear": ("linear", 2.0), "ResizeCubic": ("cubic", 0.93)}
+RESIZE_MAX_ELEMENTS = 1 << 21  # input elements of a sampled Resize (the 2x output is 4x that)
+
+#: the op types of each block family's sampled kernel, as ORT names them at `all` (refine finds it by these)
+MAIN_OPS: dict[str, frozenset[str]] = {
+    "sampled-conv": frozenset({"Conv", "FusedConv"}),
+    "sampled-matmul": frozenset({"MatMul", "FusedMatMul", "Gemm", "FusedGemm"}),
+    "sampled-attention": frozenset({"MatMul", "FusedMatMul"}),
+    "sampled-norm": frozenset({"LayerNormalization", "SkipLayerNormalization"}),
+    "sampled-pool": frozenset({"MaxPool", "AveragePool", "GlobalAveragePool"}),
+    "sampled-eltwise": frozenset(ELTWISE_OPS) | {"Resize"},
+}
+
+
+def is_sampled(family: str) -> bool:
+    """Whether a model family is one of the sampled block families."""
+    return family.startswith(SAMPLED_PREFIX)
+
+
+def _dim(name: str, tag: str, default: int, minimum: int = 1) -> Param:
+    return Param(name, tag, default, minimum=minimum, maximum=MAX_DIM)
+
+
+def _check_conv(p: dict[str, Any]) -> None:
+    if p["c_in"] % p["groups"] or p["c_out"] % p["groups"]:
+        raise HaseError(f"sampled-conv: groups={p['groups']} must divide c_in={p['c_in']} and c_out={p['c_out']}")
+    if p["spatial"] + 2 * ((p["kernel"] - 1) // 2) * p["dilation"] < p["dilation"] * (p["kernel"] - 1) + 1:
+        raise HaseError(f"sampled-conv: spatial={p['spatial']} is too small for kernel={p['kernel']}")
+
+
+@register_family(
+    "sampled-conv", _dim("batch", "b", 1), _dim("c_in", "i", 32), _dim("c_out", "o", 32), _dim("spatial", "r", 56),
+    Param("kernel", "k", 3, minimum=1, maximum=16), Param("stride", "s", 1, minimum=1, maximum=16),
+    Param("dilation", "d", 1, minimum=1, maximum=4), _dim("groups", "g", 1),
+    Param("act", "", "relu", choices=("relu", "none")),
+    check=_check_conv,
+)
+def build_conv(g: GraphBuilder, p: dict[str, Any]) -> None:
+    """One convolution (+BatchNormalization, +ReLU): ORT's NCHWc FusedConv between ReorderInput/Output."""
+    x = g.input("input", (p["batch"], p["c_in"], p["spatial"], p["spatial"]))
+    y = g.bn(g.conv(x, p["c_out"], p["kernel"], p["stride"], p["groups"], dilation=p["dilation"]))
+    g.output(g.act(y, p["act"]), "output")
+
+
+@register_family(
+    "sampled-matmul", _dim("rows", "m", 128), _dim("k", "k", 256), _dim("n", "n", 256),
+    Param("rank", "r", 3, choices=(2, 3)), Param("gelu", "", "none", choices=("none", "erf", "tanh")),
+)
+def build_matmul(g: GraphBuilder, p: dict[str, Any]) -> None:
+    """x[rows, K] (or [1, rows, K]) @ W[K, N] + b, then GELU if asked: Gemm or MatMul, (Bias)Gelu at `all`."""
+    shape = (p["rows"], p["k"]) if p["rank"] == 2 else (1, p["rows"], p["k"])
+    x = g.input("input", shape)
+    y = g.matmul(x, g.weight((p["k"], p["n"]), INIT_STD), (p["k"], p["n"]))
+    y = g.binary("Add", y, g.weight((p["n"],), 0.01))
+    g.output(y if p["gelu"] == "none" else gelu(g, y, p["gelu"]), "output")
+
+
+@register_family(
+    "sampled-attention", _dim("batch", "b", 4), _dim("m", "m", 128), _dim("k", "k", 64), _dim("n", "n", 128),
+)
+def build_attention(g: GraphBuilder, p: dict[str, Any]) -> None:
+    """softmax(q @ keys^T * scale) @ v over [1, batch, ., .]: FusedMatMul (transB, alpha), Softmax, MatMul."""
+    b, m, k, n = p["batch"], p["m"], p["k"], p["n"]
+    q = g.input("query", (1, b, m, k))
+    keys = g.input("key", (1, b, n, k))
+    v = g.input("value", (1, b, n, k))
+    scores = g.binary("Mul", g.matmul(q, g.transpose(keys, (0, 1, 3, 2))), g.const(1.0 / math.sqrt(k)))
+    g.output(g.matmul(g.softmax(scores, -1), v), "output")
+
+
+@register_family("sampled-norm", _dim("rows", "m", 128), _dim("hidden", "h", 256),
+                 Param("skip", "s", 1, choices=(0, 1)))
+def build_norm(g: GraphBuilder, p: dict[str, Any]) -> None:
+    """LayerNormalization over [1, rows, hidden], after a residual Add when skip=1 (SkipLayerNormalization)."""
+    x = g.input("input", (1, p["rows"], p["hidden"]))
+    if p["skip"]:
+        x = g.add(x, g.input("residual", x.shape))
+    g.output(g.layer_norm(x), "output")
+
+
+@register_family(
+    "sampled-pool", _dim("batch", "b", 1), _dim("channels", "c", 64), _dim("spatial", "r", 56),
+    Param("kernel", "k", 3, minimum=1, maximum=16), Param("stride", "s", 2, minimum=1, maximum=4),
+    Param("kind", "", "max", choices=("max", "avg", "global")),
+)
+def build_pool(g: GraphBuilder, p: dict[str, Any]) -> None:
+    """1x1 convolution (+ReLU), then the pool: as after a real convolution, ORT runs it in NCHWc."""
+    x = g.input("input", (p["batch"], p["channels"], p["spatial"], p["spatial"]))
+    x = g.act(g.conv(x, p["channels"], 1, bias=True), "relu")
+    if p["kind"] == "global":
+        y = g.gap(x)
+    else:
+        k = min(p["kernel"], p["spatial"])
+        y = g.maxpool(x, k, p["stride"], (k - 1) // 2) if p["kind"] == "max" else \
+            g.avgpool(x, k, p["stride"], (k - 1) // 2)
+    g.output(y, "output")
+
+
+@register_family("sampled-eltwise", _dim("rows", "m", 256), _dim("width", "w", 256), Param("op", "", "Add",
+                                                                                          choices=ELTWISE_OPS
+                                                                                          + MOVEMENT_OPS))
+def build_eltwise(g: GraphBuilder, p: dict[str, Any]) -> None:
+    """One element-wise or data-movement op over [1, rows, width] (binary ops and Concat take two inputs; a head
+    transpose splits width into heads, a Resize reads rows as channels and width as the image side)."""
+    op, shape = p["op"], (1, p["rows"], p["width"])
+    if op in MOVEMENT_OPS:
+        g.output(_movement(g, op, p["rows"], p["width"]), "output")
+        return
+    x = g.input("input", shape)
+    if op in ("Add", "Mul", "Sub", "Div", "Concat"):
+        other = g.input("other", shape)
+        y = g.concat([x, other], axis=-1) if op == "Concat" else g.binary(op, x, other)
+    elif op == "Transpose":
+        y = g.transpose(x, (0, 2, 1))
+    elif op == "Clip":
+        y = g.op1("Clip", [x.name, g.const(0.0), g.const(6.0)], shape)
+    else:
+        y = g.op1(op, [x.name], shape)
+    g.output(y, "output")
+
+
+def _movement(g: GraphBuilder, op: str, rows: int, width: int) -> Tensor:
+    """The head transpose ([1, rows, heads, width / heads], perm 0213) or a Resize of [1, c, side, side]."""
+    if op == "Transpose0213":
+        heads = math.gcd(width, 8)
+        x = g.input("input", (1, rows, heads, width // heads))
+        return g.transpose(x, (0, 2, 1, 3))
+    mode, scale = RESIZE_MODES[op]
+    side = max(7, min(width, 320))
+    channels = max(1, min(rows, RESIZE_MAX_ELEMENTS // (side * side)))
+    x = g.input("input", (1, channels, side, side))
+    out = (1, channels, max(1, round(side * scale)), max(1, round(side * scale)))
+    sizes = g.const(list(out), np.int64)
+    return g.op1("Resize", [x.name, "", "", sizes], out, mode=mode, coordinate_transformation_mode="half_pixel")
+
+
+def block_flops(family: str, p: dict[str, Any]) -> float:
+    """The cost of a block's sampled kernel: multiply-adds x 2, and MEMORY_FLOPS per element of the memory-bound
+    families (about what one element's load and store take on a CPU core, in the time of that many flops)."""
+    if family == "sampled-conv":
+        out = p["spatial"] // p["stride"]
+        return float(2.0 * p["batch"] * p["c_out"] * out * out * p["c_in"] // p["groups"] * p["kernel"] ** 2)
+    if family == "sampled-matmul":
+        return float(2.0 * p["rows"] * p["k"] * p["n"])
+    if family == "sampled-attention":
+        return float(4.0 * p["batch"] * p["m"] * p["k"] * p["n"])
+    if family == "sampled-pool":
+        return float(p["batch"] * p["channels"] * p["spatial"] ** 2 * (MEMORY_FLOPS + p["kernel"] ** 2))
+    if family in ("sampled-norm", "sampled-eltwise"):
+        return float(p["rows"] * p.get("hidden", p.get("width", 1))) * MEMORY_FLOPS
+    raise HaseError(f"unknown sampled family {family!r}: use one of {sorted(MAIN_OPS)}")

@@ -1,0 +1,237 @@
+"""The kernel sampler: block-model variants drawn over the kernel sizes real models use (nn-Meter's idea).
+
+A zoo config's `[sampler]` table asks for `kernels` sampled blocks, shared among the block families
+(`hase.zoo.blocks`) by `[sampler.shares]`. Each dimension of a sample is drawn from the measured distribution
+of that dimension in real graphs (`configs/kernel_ranges.csv`, `hase.zoo.ranges`), except for a `uniform` share
+of the samples, drawn log-uniformly over the observed range (coverage beyond the common sizes). A sample whose
+kernel costs more than `max_mflop` is drawn again, so the collect budget stays bounded. The same config and
+seed always give the same samples.
+
+    [sampler]
+    ranges = "kernel_ranges.csv"   # relative to the config file
+    kernels = 240                  # first-round blocks
+    seed = 0
+    uniform = 0.25
+    max_mflop = 800.0
+    rounds = 1                     # adaptive rounds (`hase zoo --refine`), and their settings
+    neighbours = 20
+    threshold = 0.10
+    max_points = 15
+    folds = 5
+    target = "warm"
+    [sampler.shares]
+    conv = 0.35
+    matmul = 0.25
+    ...
+"""
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hase.errors import HaseError
+from hase.zoo.blocks import ELTWISE_OPS, MOVEMENT_OPS, block_flops
+from hase.zoo.ranges import KernelRanges, read_ranges
+from hase.zoo.registry import ModelSpec, get_family
+
+#: block family -> the kernel-ranges family it samples from
+SOURCES = {"conv": "conv", "matmul": "matmul", "attention": "batched_matmul", "norm": "norm", "pool": "pool",
+           "eltwise": "eltwise"}
+DEFAULT_SHARES = {"conv": 0.35, "matmul": 0.25, "attention": 0.1, "norm": 0.08, "pool": 0.07, "eltwise": 0.15}
+MOVEMENT_SHARE = 0.5  # of the data-movement draws: a head transpose or a Resize (blocks.MOVEMENT_OPS) instead
+_ROUND8 = frozenset({"c_in", "c_out", "channels", "k", "n", "hidden", "width", "group_width"})
+_TRIES = 200
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """The checked `[sampler]` table of a zoo config (see the module docstring)."""
+
+    ranges: Path
+    kernels: int = 240
+    seed: int = 0
+    uniform: float = 0.25
+    max_mflop: float = 800.0
+    shares: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_SHARES))
+    rounds: int = 1
+    neighbours: int = 20
+    threshold: float = 0.10
+    max_points: int = 15
+    folds: int = 5
+    target: str = "warm"
+
+
+_NUMBERS: dict[str, tuple[type[int] | type[float], float, float]] = {
+    "kernels": (int, 0, 20_000), "seed": (int, 0, 2**32 - 1), "uniform": (float, 0.0, 1.0),
+    "max_mflop": (float, 0.001, 1e6), "rounds": (int, 0, 10), "neighbours": (int, 1, 1000),
+    "threshold": (float, 0.0, 10.0), "max_points": (int, 0, 10_000), "folds": (int, 2, 50)}
+
+
+def parse_sampler(table: Any, config_dir: Path, where: str) -> SamplerConfig:
+    """Check a `[sampler]` table; `ranges` is taken relative to the config's folder."""
+    if not isinstance(table, Mapping):
+        raise HaseError(f"{where}: [sampler] must be a table")
+    known = set(_NUMBERS) | {"ranges", "shares", "target"}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise HaseError(f"{where}: unknown [sampler] key(s) {unknown}: use some of {sorted(known)}")
+    values: dict[str, Any] = {}
+    for key, (kind, lo, hi) in _NUMBERS.items():
+        if key in table:
+            value = table[key]
+            if kind is float and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            if type(value) is not kind or not lo <= value <= hi:
+                raise HaseError(f"{where}: [sampler] {key} = {value!r} is invalid: use a {kind.__name__} "
+                                f"from {lo:g} to {hi:g}")
+            values[key] = value
+    shares = _shares(table.get("shares", DEFAULT_SHARES), where)
+    target = table.get("target", "warm")
+    if target not in ("warm", "cold", "span"):
+        raise HaseError(f"{where}: [sampler] target = {target!r} is invalid: use warm, cold or span")
+    ranges = table.get("ranges", "kernel_ranges.csv")
+    if not isinstance(ranges, str) or not ranges:
+        raise HaseError(f"{where}: [sampler] ranges must be the path of a kernel ranges CSV")
+    return SamplerConfig(ranges=config_dir / ranges, shares=shares, target=target, **values)
+
+
+def _shares(raw: Any, where: str) -> dict[str, float]:
+    if not isinstance(raw, Mapping) or not raw:
+        raise HaseError(f"{where}: [sampler.shares] must map block families {sorted(SOURCES)} to shares")
+    out = {}
+    for name, share in raw.items():
+        if name not in SOURCES:
+            raise HaseError(f"{where}: [sampler.shares] {name!r} is not a block family: use some of {sorted(SOURCES)}")
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or share < 0:
+            raise HaseError(f"{where}: [sampler.shares] {name} = {share!r} is invalid: use a number >= 0")
+        out[name] = float(share)
+    if sum(out.values()) <= 0:
+        raise HaseError(f"{where}: [sampler.shares] are all 0: give at least one block family a share")
+    return out
+
+
+def family_counts(cfg: SamplerConfig) -> dict[str, int]:
+    """How many blocks each family gets of `cfg.kernels` (largest remainders, so they add up exactly)."""
+    total = sum(cfg.shares.values())
+    exact = {f: cfg.kernels * s / total for f, s in cfg.shares.items()}
+    counts = {f: math.floor(v) for f, v in exact.items()}
+    for f in sorted(exact, key=lambda f: (counts[f] - exact[f], f))[: cfg.kernels - sum(counts.values())]:
+        counts[f] += 1
+    return counts
+
+
+def sample_specs(cfg: SamplerConfig, ranges: KernelRanges | None = None) -> list[ModelSpec]:
+    """The first round: `cfg.kernels` distinct block specs, deterministic given the config and its seed."""
+    ranges = ranges if ranges is not None else read_ranges(cfg.ranges)
+    specs: dict[str, ModelSpec] = {}
+    for name, count in family_counts(cfg).items():
+        rng = np.random.default_rng([cfg.seed, zlib.crc32(name.encode())])
+        made = 0
+        for _ in range(count * _TRIES):
+            if made == count:
+                break
+            spec = _fit(name, SAMPLERS[name](Draw(rng, ranges, SOURCES[name], rng.random() < cfg.uniform)), cfg)
+            if spec is not None and spec.name not in specs:
+                specs[spec.name] = spec
+                made += 1
+    return list(specs.values())
+
+
+def _fit(block: str, params: dict[str, Any], cfg: SamplerConfig) -> ModelSpec | None:
+    """The spec of a sample, or None when it costs more than max_mflop or the family refuses it."""
+    family = f"sampled-{block}"
+    if block_flops(family, params) > cfg.max_mflop * 1e6:
+        return None
+    try:
+        return get_family(family).spec(params)
+    except HaseError:
+        return None
+
+
+@dataclass
+class Draw:
+    """Draws the dimensions of one sample: from the observed distribution, or log-uniform over its range."""
+
+    rng: np.random.Generator
+    ranges: KernelRanges
+    source: str
+    uniform: bool
+
+    def num(self, dim: str, source: str | None = None) -> int:
+        """A numeric dimension."""
+        values, counts = self.ranges.numeric(source or self.source, dim)
+        if not self.uniform:
+            return int(self.rng.choice(values, p=np.asarray(counts) / sum(counts)))
+        lo, hi = math.log(max(min(values), 1)), math.log(max(*values, 1))
+        value = round(math.exp(self.rng.uniform(lo, hi)))
+        if dim in _ROUND8 and value >= 16:
+            value = int(round(value / 8) * 8)
+        return max(1, value)
+
+    def cat(self, dim: str, allowed: tuple[str, ...] | None = None, source: str | None = None) -> str:
+        """A categorical dimension, restricted to `allowed` values when given (uniform over them if none seen)."""
+        values, counts = self.ranges.values(source or self.source, dim)
+        pairs = [(v, c) for v, c in zip(values, counts, strict=True) if allowed is None or v in allowed]
+        if not pairs:
+            return str(self.rng.choice(list(allowed or values)))
+        weights = np.ones(len(pairs)) if self.uniform else np.asarray([c for _, c in pairs], dtype=float)
+        return str(pairs[int(self.rng.choice(len(pairs), p=weights / weights.sum()))][0])
+
+
+def _conv(d: Draw) -> dict[str, Any]:
+    p: dict[str, Any] = {k: d.num(k) for k in ("batch", "c_in", "c_out", "spatial", "kernel", "stride", "dilation")}
+    mode = d.cat("groups")
+    if mode == "depthwise":
+        p["c_out"], p["groups"] = p["c_in"], p["c_in"]
+    elif mode == "grouped":
+        width = max(1, min(d.num("group_width"), p["c_in"]))
+        p["c_in"] = max(width, p["c_in"] // width * width)
+        p["groups"] = p["c_in"] // width
+        p["c_out"] = max(p["groups"], p["c_out"] // p["groups"] * p["groups"])
+    else:
+        p["groups"] = 1
+    p["spatial"] = max(p["spatial"], p["kernel"])
+    p["act"] = "relu" if d.rng.random() < 0.7 else "none"
+    return p
+
+
+def _matmul(d: Draw) -> dict[str, Any]:
+    p: dict[str, Any] = {k: d.num(k) for k in ("rows", "k", "n")}
+    p["rank"] = 3 if p["rows"] > 1 and d.rng.random() < 0.7 else 2
+    p["gelu"] = str(d.rng.choice(["none", "erf", "tanh"], p=[0.6, 0.3, 0.1]))
+    return p
+
+
+def _attention(d: Draw) -> dict[str, Any]:
+    return {k: d.num(k) for k in ("batch", "m", "k", "n")}
+
+
+def _norm(d: Draw) -> dict[str, Any]:
+    return {"rows": d.num("rows"), "hidden": d.num("hidden"), "skip": int(d.cat("skip", ("0", "1")))}
+
+
+def _pool(d: Draw) -> dict[str, Any]:
+    p: dict[str, Any] = {k: d.num(k) for k in ("batch", "channels", "spatial", "kernel", "stride")}
+    p["kind"] = d.cat("kind", ("max", "avg", "global"))
+    p["stride"] = min(p["stride"], 4)
+    if p["kind"] == "global":
+        p["kernel"] = p["stride"] = 1  # unused: one name (and one model) per global pool
+    return p
+
+
+def _eltwise(d: Draw) -> dict[str, Any]:
+    source = "movement" if d.rng.random() < 0.3 else "eltwise"
+    op = d.cat("op", ELTWISE_OPS, source=source)
+    if source == "movement" and d.rng.random() < MOVEMENT_SHARE:  # head transposes and Resize, sized as movement
+        op = str(d.rng.choice(MOVEMENT_OPS))
+    return {"rows": d.num("rows", source), "width": d.num("width", source), "op": op}
+
+
+SAMPLERS: dict[str, Callable[[Draw], dict[str, Any]]] = {
+    "conv": _conv, "matmul": _matmul, "attention": _attention, "norm": _norm, "pool": _pool, "eltwise": _eltwise}

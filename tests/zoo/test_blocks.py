@@ -1,0 +1,101 @@
+"""Tests of hase.zoo.blocks: every sampled block is valid ONNX, runs in ORT at `all`, and its kernel graph holds
+the sampled kernel with the sampled shape (as ONNX Runtime fuses it)."""
+from __future__ import annotations
+
+import onnx
+import pytest
+
+from hase import zoo
+from hase.kernels import graph, split
+from hase.measure.types import EPConfig
+from hase.zoo.blocks import MAIN_OPS, block_flops, is_sampled
+
+ALL = EPConfig("cpu-1t", opt_level="all")
+
+
+def _kernels(family: str, **params) -> list:
+    spec = zoo.get_family(family).spec(params)
+    model = zoo.build_model(spec)
+    onnx.checker.check_model(model, full_check=True)
+    return [n.spec for n in split.split(graph.kernel_graph(model, ALL))]  # a real ORT session at `all`, run once
+
+
+def _main(family: str, kernels: list) -> list:
+    return [k for k in kernels if k.op_type in MAIN_OPS[family]]
+
+
+@pytest.mark.parametrize(("params", "out"), [
+    ({"c_in": 32, "c_out": 64, "spatial": 28, "kernel": 3, "stride": 2}, (1, 64, 14, 14)),
+    ({"c_in": 64, "c_out": 64, "spatial": 14, "kernel": 5, "groups": 64, "act": "none"}, (1, 64, 14, 14)),
+    ({"c_in": 3, "c_out": 16, "spatial": 32, "kernel": 3, "stride": 2, "batch": 2}, (2, 16, 16, 16)),
+])
+def test_conv_block_is_one_fused_nchwc_conv(params, out):
+    kernels = _kernels("sampled-conv", **params)
+    (conv,) = _main("sampled-conv", kernels)
+    assert conv.domain == "com.microsoft.nchwc"  # ORT's x86 layout at `all`, BatchNormalization folded in
+    assert conv.outputs[0].shape == out
+    assert dict(conv.attrs)["kernel_shape"] == [params["kernel"]] * 2
+    assert dict(conv.attrs)["group"] == params.get("groups", 1)
+    assert ("activation" in dict(conv.attrs)) == (params.get("act", "relu") == "relu")  # ReLU fused as well
+    assert not any(k.op_type == "BatchNormalization" for k in kernels)
+
+
+@pytest.mark.parametrize("gelu", ["none", "erf"])
+def test_matmul_block_has_the_sampled_gemm(gelu):
+    kernels = _kernels("sampled-matmul", rows=64, k=96, n=128, gelu=gelu)
+    (mm,) = _main("sampled-matmul", kernels)
+    a, w = mm.inputs[0], mm.inputs[1]
+    assert a.shape == (64, 96) and w.const and sorted(w.shape) == [96, 128] and mm.outputs[0].shape == (64, 128)
+    assert any(k.op_type == "Gelu" for k in kernels) == (gelu == "erf")  # the exported formula fuses into Gelu
+
+
+def test_attention_block_is_fused_matmul_softmax_matmul():
+    kernels = _kernels("sampled-attention", batch=4, m=32, k=16, n=48)
+    ops = [k.op_type for k in kernels]
+    assert ops == ["FusedMatMul", "Softmax", "MatMul"]
+    scores, _, ctx = kernels
+    assert scores.outputs[0].shape == (1, 4, 32, 48) and not scores.inputs[1].const
+    assert dict(scores.attrs)["transB"] == 1 and dict(scores.attrs)["alpha"] == pytest.approx(0.25)
+    assert ctx.outputs[0].shape == (1, 4, 32, 16)
+
+
+@pytest.mark.parametrize(("skip", "op"), [(1, "SkipLayerNormalization"), (0, "LayerNormalization")])
+def test_norm_block(skip, op):
+    (norm,) = _kernels("sampled-norm", rows=24, hidden=64, skip=skip)
+    assert norm.op_type == op and norm.outputs[0].shape == (1, 24, 64)
+
+
+@pytest.mark.parametrize(("kind", "op", "out"), [("max", "MaxPool", (1, 32, 8, 8)),
+                                                 ("global", "GlobalAveragePool", (1, 32, 1, 1))])
+def test_pool_block_runs_in_nchwc_after_a_conv(kind, op, out):
+    kernels = _kernels("sampled-pool", channels=32, spatial=16, kernel=3, stride=2, kind=kind)
+    (pool,) = _main("sampled-pool", kernels)
+    assert pool.op_type == op and pool.domain == "com.microsoft.nchwc" and pool.outputs[0].shape == out
+
+
+@pytest.mark.parametrize(("op", "out"), [("Add", (1, 16, 40)), ("Transpose", (1, 40, 16)), ("Concat", (1, 16, 80)),
+                                         ("Sigmoid", (1, 16, 40))])
+def test_eltwise_block(op, out):
+    (k,) = _kernels("sampled-eltwise", rows=16, width=40, op=op)
+    assert k.op_type == op and k.outputs[0].shape == out
+
+
+@pytest.mark.parametrize(("op", "out", "mode"), [
+    ("Transpose0213", (1, 8, 16, 5), None),  # [1, tokens 16, heads 8, 5] -> [1, heads, tokens, 5]
+    ("ResizeNearest", (1, 16, 80, 80), "nearest"), ("ResizeLinear", (1, 16, 80, 80), "linear"),
+    ("ResizeCubic", (1, 16, 37, 37), "cubic"),
+])
+def test_movement_block(op, out, mode):
+    (k,) = _kernels("sampled-eltwise", rows=16, width=40, op=op)
+    assert k.op_type == ("Transpose" if mode is None else "Resize") and k.outputs[0].shape == out
+    if mode is not None:
+        assert dict(k.attrs)["mode"] == mode
+
+
+def test_block_families_and_costs():
+    names = {f.name for f in zoo.families() if is_sampled(f.name)}
+    assert names == set(MAIN_OPS)
+    conv = zoo.get_family("sampled-conv").spec({"c_in": 64, "c_out": 64, "spatial": 56}).kwargs()
+    assert block_flops("sampled-conv", conv) == 2 * 64 * 64 * 56 * 56 * 9
+    with pytest.raises(Exception, match="groups=3 must divide"):
+        zoo.get_family("sampled-conv").spec({"c_in": 32, "c_out": 32, "groups": 3})

@@ -1,0 +1,88 @@
+"""Tests of hase.zoo.sampler: deterministic samples over the real kernel ranges, within the budget, in zoo configs."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from hase import zoo
+from hase.errors import HaseError
+from hase.zoo.blocks import block_flops
+from hase.zoo.ranges import read_ranges
+from hase.zoo.sampler import SamplerConfig, family_counts, parse_sampler, sample_specs
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+RANGES = CONFIGS / "kernel_ranges.csv"
+
+
+def _cfg(**kw) -> SamplerConfig:
+    return SamplerConfig(ranges=RANGES, **kw)
+
+
+def test_same_seed_same_samples_other_seed_others():
+    a, b = sample_specs(_cfg(kernels=60)), sample_specs(_cfg(kernels=60))
+    assert a == b and len(a) == 60 and len({s.name for s in a}) == 60
+    c = sample_specs(_cfg(kernels=60, seed=1))
+    assert {s.name for s in c} != {s.name for s in a}
+
+
+def test_shares_budget_and_cost_cap():
+    cfg = _cfg(kernels=101, max_mflop=50.0)
+    specs = sample_specs(cfg)
+    per_family = Counter(s.family.removeprefix("sampled-") for s in specs)
+    assert per_family == family_counts(cfg) and sum(per_family.values()) == 101
+    assert all(block_flops(s.family, s.kwargs()) <= 50e6 for s in specs)
+
+
+def test_samples_stay_in_the_observed_ranges():
+    ranges = read_ranges(RANGES)
+    specs = sample_specs(_cfg(kernels=200), ranges)
+    c_in, _ = ranges.numeric("conv", "c_in")
+    k, _ = ranges.numeric("matmul", "k")
+    for s in specs:
+        p = s.kwargs()
+        if s.family == "sampled-conv":
+            assert min(c_in) <= p["c_in"] <= max(c_in) + 8  # uniform draws round channels to multiples of 8
+            assert p["c_in"] % p["groups"] == 0 and p["c_out"] % p["groups"] == 0
+        if s.family == "sampled-matmul":
+            assert min(k) <= p["k"] <= max(k) + 8
+    # drawn from the distribution: the common sizes come up (3x3 and 1x1 convolutions, depthwise ones)
+    convs = [s.kwargs() for s in specs if s.family == "sampled-conv"]
+    assert {1, 3} <= {p["kernel"] for p in convs}
+    assert any(p["groups"] == p["c_in"] > 1 for p in convs)
+
+
+def test_family_counts_add_up():
+    assert family_counts(_cfg(kernels=7, shares={"conv": 1.0, "matmul": 1.0})) == {"conv": 4, "matmul": 3}
+    assert sum(family_counts(_cfg(kernels=0)).values()) == 0
+
+
+def test_sampler_table_in_a_zoo_config(tmp_path):
+    (tmp_path / "r.csv").write_text(RANGES.read_text())
+    path = tmp_path / "z.toml"
+    path.write_text('seed = 0\n[sampler]\nranges = "r.csv"\nkernels = 12\n[sampler.shares]\nconv = 1\nnorm = 1\n')
+    config = zoo.read_zoo_config(path)
+    assert config.sampler is not None and config.sampler.ranges == tmp_path / "r.csv"
+    assert Counter(s.family for s in config.specs) == {"sampled-conv": 6, "sampled-norm": 6}
+    assert [s.name for s in zoo.read_zoo_config(path).specs] == [s.name for s in config.specs]
+
+
+@pytest.mark.parametrize(("table", "match"), [
+    ({"kernels": -1}, "kernels = -1 is invalid"),
+    ({"uniform": 2.0}, "uniform = 2.0 is invalid"),
+    ({"budget": 3}, "unknown \\[sampler\\] key"),
+    ({"shares": {"lstm": 1.0}}, "'lstm' is not a block family"),
+    ({"shares": {"conv": 0}}, "are all 0"),
+    ({"target": "fast"}, "target = 'fast' is invalid"),
+])
+def test_bad_sampler_tables(table, match):
+    with pytest.raises(HaseError, match=match):
+        parse_sampler(table, CONFIGS, "zoo config 't'")
+
+
+def test_missing_ranges_file_is_one_line(tmp_path):
+    path = tmp_path / "z.toml"
+    path.write_text('[sampler]\nranges = "nope.csv"\n')
+    with pytest.raises(HaseError, match="cannot read the kernel ranges"):
+        zoo.read_zoo_config(path)
