@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import logging
+import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -53,6 +54,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--limit", type=int, default=None, help="collect at most N models (for a quick look)")
     p.add_argument("--retry-skips", action="store_true",
                    help="try every job recorded as skipped again (a skip under other settings is retried anyway)")
+    p.add_argument("--cluster", default=None, metavar="ADDRESS",
+                   help="measure on the nodes of a Ray cluster: 'auto' (a cluster running on this machine), "
+                        "HOST:PORT or ray://HOST:PORT; this process splits the models and writes the store "
+                        "(needs `pip install hase[ray]`; see docs/fleet.md)")
+    p.add_argument("--max-retries", type=int, default=2, metavar="N",
+                   help="with --cluster: hand a job whose worker died to another worker up to N times, then "
+                        "record it as a skip (default 2)")
     p.set_defaults(func=run)
 
 
@@ -99,6 +107,8 @@ def checked_config(args: argparse.Namespace) -> coll.CollectConfig:
 
 def run(args: argparse.Namespace) -> int:
     """Measure every source on every device configuration into the store, with progress bars and a summary."""
+    if args.cluster is not None:
+        return run_cluster(args)
     cfg = checked_config(args)
     sources, total = gather_sources(args)
     console = stderr_console()
@@ -107,6 +117,27 @@ def run(args: argparse.Namespace) -> int:
             report = coll.collect(sources, cfg, store, on_event, retry_skips=args.retry_skips)
         counts = store.counts()
     print_summary(report, counts, args.store)
+    return 0
+
+
+def run_cluster(args: argparse.Namespace) -> int:
+    """`collect --cluster`: the same jobs measured on a Ray cluster's nodes; Ray and the cluster are checked
+    before the store is opened."""
+    from hase.measure import fleet
+
+    ray = fleet.import_ray()
+    if args.max_retries < 0:
+        raise HaseError(f"--max-retries {args.max_retries} is out of range: give 0 or more")
+    cfg = checked_config(args)
+    sources, total = gather_sources(args)
+    console = stderr_console()
+    with fleet.connected(ray, args.cluster), Store(args.store) as store:
+        with fleet_progress(console, total * len(cfg.devices)) as on_event:
+            report = fleet.collect_fleet(sources, cfg, store, on_event, address=args.cluster,
+                                         retry_skips=args.retry_skips, max_retries=args.max_retries)
+        counts = store.counts()
+    print_summary(report, counts, args.store)
+    print_workers(report)
     return 0
 
 
@@ -146,6 +177,75 @@ def collect_progress(console: Console, total: int) -> Iterator[OnEvent]:
         bar.update(task, completed=total)
 
 
+@contextmanager
+def fleet_progress(console: Console, models: int) -> Iterator[OnEvent]:
+    """The progress callback of `collect --cluster`: on a terminal, bars for the models split, the jobs done out
+    of the jobs expected (the jobs of the models split so far, scaled to all models) with the ETA, and one per
+    worker with its current job; elsewhere one INFO line per model and one every 50 jobs."""
+    t0, seen = time.perf_counter(), [0]
+
+    def expected(info: dict[str, Any]) -> int:
+        known = int(info["known"])
+        return known if seen[0] >= models else max(known, round(known * models / max(seen[0], 1)))
+
+    if not console.is_terminal:
+        def log_event(event: str, info: dict[str, Any]) -> None:
+            if event == "model":
+                seen[0] += 1
+                log.info("collect model %d/%d on %s: %s [%.0f s]", seen[0], models, info["device"], info["model"],
+                         time.perf_counter() - t0)
+            elif event == "job" and info["done"] % 50 == 0:
+                log.info("collect jobs %d/~%d done [%.0f s]", info["done"], expected(info), time.perf_counter() - t0)
+
+        yield log_event
+        return
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("eta"), TimeRemainingColumn()]
+    with Progress(*columns, console=console, transient=False) as bar:
+        split_task = bar.add_task("models split", total=models)
+        jobs_task = bar.add_task("jobs", total=None)
+        per_worker: dict[str, Any] = {}
+
+        def on_event(event: str, info: dict[str, Any]) -> None:
+            if event == "model":
+                seen[0] += 1
+                bar.update(split_task, completed=seen[0] - 1,
+                           description=f"models split \\[{escape(info['device'])}] {escape(info['model'])}")
+            elif event == "workers":
+                for label, devices in info["workers"]:
+                    per_worker[label] = bar.add_task(f"  {escape(label)} \\[{escape(', '.join(devices))}]", total=None)
+            elif event == "dispatch":
+                where = f"\\[{escape(info['device'])}] {escape(info['target'])}"
+                bar.update(per_worker[info["worker"]], description=f"  {escape(info['worker'])}: {where}")
+            elif event == "job":
+                bar.advance(per_worker[info["worker"]])
+                bar.update(jobs_task, completed=info["done"], total=expected(info))
+
+        yield on_event
+        bar.update(split_task, completed=models)
+
+
+def print_workers(report: coll.CollectReport) -> None:
+    """A fleet run's summary per worker, then its dispatch figures and the jobs lost or refused."""
+    table = Table(title="per worker")
+    for col in ("worker", "device configs", "done", "skipped", "lost", "refused", "measuring (s)", "share of wall"):
+        table.add_column(col, justify="left" if col in ("worker", "device configs") else "right")
+    for label, w in report.workers.items():
+        share = w.busy_s / report.wall_s if report.wall_s else 0.0
+        table.add_row(escape(label), escape(", ".join(w.devices)), str(w.jobs_done), str(w.jobs_skipped),
+                      str(w.jobs_lost), str(w.jobs_refused), f"{w.busy_s:.1f}", f"{share:.0%}")
+    console = Console()
+    console.print(table)
+    if report.dispatch_gaps_s:
+        console.print(f"dispatch: a worker waited {statistics.median(report.dispatch_gaps_s) * 1e3:.1f} ms "
+                      f"(median of {len(report.dispatch_gaps_s)}) between two jobs; results took "
+                      f"{statistics.median(report.return_s) * 1e3:.1f} ms to reach the driver")
+    for target, worker, why in report.retried[:20]:
+        console.print(f"[yellow]lost[/] {escape(target)} on {escape(worker)}: {escape(why)}")
+    for target, worker, why in report.refused[:20]:
+        console.print(f"[yellow]refused[/] {escape(target)} from {escape(worker)}: {escape(why)}")
+
+
 def print_summary(report: coll.CollectReport, counts: dict[str, int], store_path: str) -> None:
     """The run's figures and the store's totals as a table, then the first skipped targets."""
     table = Table(title=f"collect finished -> {escape(str(store_path))}")
@@ -156,6 +256,8 @@ def print_summary(report: coll.CollectReport, counts: dict[str, int], store_path
         ("models measured this run", report.models_done),
         ("models skipped this run", report.models_skipped),
         ("kernels measured this run", report.kernels_measured),
+        ("kernels measured per minute",
+         f"{report.kernels_measured / report.wall_s * 60:.0f}" if report.wall_s else "-"),
         ("kernels already measured (reused)", report.kernels_reused),
         ("wall time (s)", f"{report.wall_s:.1f}"),
         ("share of wall time in timed runs", f"{share:.0%}"),

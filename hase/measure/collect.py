@@ -1,10 +1,14 @@
 """The staged collect pipeline: zoo -> split -> measure kernels and full models -> store, resumably.
 
-Work is cut into jobs ("kernel K on device D", "model M on device D", a model being the sha256 of its file);
-each job's rows and its done-marker commit in one transaction, so a killed run resumes where it stopped
-with nothing lost and nothing measured twice. A job that fails — for any reason short of an interrupt:
-a Hase error, ONNX Runtime's, MemoryError — is recorded as a skip with its reason and the run goes on.
-A skip holds for the settings it failed under: other settings, or `retry_skips`, try the job again.
+Work is cut into jobs ("kernel K on device D", "model M on device D", a model being the sha256 of its file;
+`hase.measure.jobs`). `device_jobs` builds one device config's job list as it goes (splitting each model when
+its turn comes) and leaves out what the store already holds; `measure_job` measures one job; `DeviceRun.record`
+writes its rows and its done-marker in one transaction, so a killed run resumes where it stopped with nothing
+lost and nothing measured twice. `collect` runs them one after another here; `hase.measure.fleet` runs the same
+jobs, measured by the same function, on a Ray cluster, and writes them the same way. A job that fails — for any
+reason short of an interrupt: a Hase error, ONNX Runtime's, MemoryError — is recorded as a skip with its reason
+and the run goes on. A skip holds for the settings it failed under: other settings, or `retry_skips`, try the
+job again.
 
 A noisy host is watched, not trusted: the canary (`hase.measure.canary`) is timed at the start of each device
 config's run, before every full-model job and before every `every_kernels`-th kernel job; the job's rows
@@ -25,24 +29,48 @@ from typing import Any
 import onnx
 
 from hase import paths
-from hase.errors import HaseError, first_line
+from hase.errors import HaseError
 from hase.kernels import graph, split
 from hase.kernels.types import KernelNode
-from hase.measure import kernel as measure
 from hase.measure import runtime
-from hase.measure.canary import Canary, canary_timer
+from hase.measure.canary import Canary, CanaryCheck, canary_timer
 from hase.measure.config import CollectConfig, load_collect_config, settings_hash
-from hase.measure.kernel import KernelJob
-from hase.measure.model import measure_model
+from hase.measure.jobs import (
+    CANARY_TABLES,
+    FixedJob,
+    HostWatch,
+    Job,
+    JobResult,
+    KernelJob,
+    ModelJob,
+    job_label,
+    measure_job,
+    reason,
+    timed_check,
+)
 from hase.measure.store import Store
 from hase.measure.types import EPConfig, MeasureSettings, ModelSource
 
-__all__ = ["CollectConfig", "CollectReport", "DeviceRun", "ModelSource", "collect", "collect_model", "dir_sources",
-           "load_collect_config", "zoo_sources"]
+__all__ = ["CollectConfig", "CollectReport", "DeviceRun", "ModelSource", "WorkerSummary", "collect", "device_jobs",
+           "dir_sources", "load_collect_config", "model_jobs", "zoo_sources"]
 
 log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass
+class WorkerSummary:
+    """What one worker of a fleet run did (`hase.measure.fleet`): jobs committed or skipped there, jobs lost
+    there (its process or node died), jobs whose rows were refused, seconds spent measuring."""
+
+    host: str
+    devices: tuple[str, ...]
+    jobs_done: int = 0
+    jobs_skipped: int = 0
+    jobs_lost: int = 0
+    jobs_refused: int = 0
+    busy_s: float = 0.0
 
 
 @dataclass
@@ -64,6 +92,13 @@ class CollectReport:
     canary_checks: int = 0
     canary_s: float = 0.0
     canary_wait_s: float = 0.0
+    #: fleet runs only: worker label -> what it did; (target, worker, reason) of every retried or refused job
+    workers: dict[str, WorkerSummary] = field(default_factory=dict)
+    retried: list[tuple[str, str, str]] = field(default_factory=list)
+    refused: list[tuple[str, str, str]] = field(default_factory=list)
+    #: fleet runs only: seconds a worker sat idle between two jobs queued for it, and result round trips
+    dispatch_gaps_s: list[float] = field(default_factory=list)
+    return_s: list[float] = field(default_factory=list)
 
 
 def zoo_sources(zoo_config: str | Path, out_dir: str | Path = paths.ZOO_DIR) -> Iterator[ModelSource]:
@@ -86,8 +121,9 @@ def dir_sources(directory: str | Path, family: str = "exported") -> list[ModelSo
 class DeviceRun:
     """One device config's part of a collect run: the store, the settings, what the run did so far.
 
-    A job is settled when it is done, or skipped under these settings (`settings_hash`); with `retry_skips`,
-    only a skip recorded by this run settles it, so every earlier skip is tried again once.
+    A job is settled when it is done, skipped under these settings (`settings_hash`), or handed out by this run
+    and not yet recorded (`claim`); with `retry_skips`, only a skip recorded by this run settles it, so every
+    earlier skip is tried again once. The driver alone writes the store (`record`, `skip`).
     """
 
     store: Store
@@ -96,61 +132,78 @@ class DeviceRun:
     report: CollectReport
     progress: ProgressFn | None = None
     retry_skips: bool = False
-    canary: Canary | None = None
     settings_hash: str = field(init=False)
     _skipped_now: set[str] = field(init=False, default_factory=set)
-    _host: dict[str, Any] = field(init=False, default_factory=dict)
-    _kernels_unchecked: int = field(init=False, default=0)
+    _claimed: set[str] = field(init=False, default_factory=set)
 
     def __post_init__(self) -> None:
         self.settings_hash = settings_hash(self.ep, self.settings)
 
     def settled(self, job: str) -> bool:
-        """Whether the job needs no run: done, or skipped under these settings (in this run, with retry_skips)."""
-        if self.store.is_done(job, self.ep.name):
+        """Whether the job needs no run: done, handed out, or skipped under these settings (in this run, with
+        retry_skips)."""
+        if job in self._claimed or self.store.is_done(job, self.ep.name):
             return True
         if self.retry_skips:
             return job in self._skipped_now
         return self.store.has_skip(job, self.ep.name, self.settings_hash)
 
-    def skip(self, job: str, target: str, stage: str, exc: Exception) -> None:
+    def claim(self, job: Job) -> Job:
+        """Hand a job out: it is settled for the rest of the run until it is recorded."""
+        self._claimed.add(job.job_id)
+        return job
+
+    def skip(self, job: str, target: str, stage: str, why: str) -> None:
         """Record a failed job as a skip with its reason (first line and exception type); the run goes on."""
-        reason = _reason(exc)
-        log.warning("skipped %s on %s (%s): %s", target, self.ep.name, stage, reason)
-        log.debug("%s failed", target, exc_info=exc)  # the traceback, with -v
-        self.store.record_skip(job, self.ep.name, target, stage, reason, self.settings_hash)
+        log.warning("skipped %s on %s (%s): %s", target, self.ep.name, stage, why)
+        self.store.record_skip(job, self.ep.name, target, stage, why, self.settings_hash)
+        self._claimed.discard(job)
         self._skipped_now.add(job)
-        self.report.skips.append((target, reason))
+        self.report.skips.append((target, why))
         if job.startswith(("model:", "file:")):
             self.report.models_skipped += 1
 
-    def check_host(self) -> None:
-        """Time the canary (waiting out a busy host within the policy's bound); later rows carry its check."""
-        if self.canary is None:
-            return
-        spent, waited = self.canary.spent_s, self.canary.waited_s
-        check = self.canary.check()
+    def skip_exc(self, job: str, target: str, stage: str, exc: Exception) -> None:
+        """`skip` with an exception's reason (its traceback is logged with -v)."""
+        log.debug("%s failed", target, exc_info=exc)
+        self.skip(job, target, stage, reason(exc))
+
+    def note_check(self, check: CanaryCheck, spent_s: float, waited_s: float, watch: HostWatch) -> None:
+        """Count a canary check and its cost; the jobs after it on that host carry its columns."""
         self.report.canary_checks += check.tries
-        self.report.canary_s += self.canary.spent_s - spent
-        self.report.canary_wait_s += self.canary.waited_s - waited
-        self._host = check.columns()
-        self._kernels_unchecked = 0
+        self.report.canary_s += spent_s
+        self.report.canary_wait_s += waited_s
+        watch.seen(check)
         if check.busy:
             log.warning("host busy on %s: the canary ran %.2fx slower than the run's reference after %d tries; "
                         "the next job is measured anyway and flagged host_busy", self.ep.name, check.ratio,
                         check.tries)
 
-    def before_kernel_job(self) -> None:
-        """Check the host before every `every_kernels`-th kernel job."""
-        if self.canary is not None and self._kernels_unchecked >= self.canary.policy.every_kernels:
-            self.check_host()
-        self._kernels_unchecked += 1
-
-    def host_columns(self, target: str) -> dict[str, Any]:
-        """The last check's canary columns for a job's rows; a busy one is reported under `target`."""
-        if self._host.get("host_busy"):
-            self.report.busy_jobs.append((target, float(self._host["canary_ratio"])))
-        return dict(self._host)
+    def record(self, job: Job, result: JobResult, watch: HostWatch) -> bool:
+        """Write a measured job: its rows with the host's canary columns and its done-marker in one transaction,
+        or its skip; True when this call committed the job's rows."""
+        if result.check is not None:
+            self.note_check(result.check, result.canary_s, result.canary_wait_s, watch)
+        target, stage = job_label(job)
+        if result.error is not None:
+            self.skip(job.job_id, target, stage, result.error)
+            return False
+        self.report.timed_s += result.timed_s
+        host = watch.columns()
+        if host.get("host_busy"):
+            self.report.busy_jobs.append((f"{stage} {target}", float(host["canary_ratio"])))
+        rows = {t: [{**r, **host} for r in rs] if t in CANARY_TABLES else rs for t, rs in result.rows.items()}
+        for r in rows.get("model_measurements", []):
+            if r["noisy"]:
+                self.report.noisy_models.append((target, float(r["block_spread"])))
+        committed = self.store.commit_job(job.job_id, self.ep.name, rows)
+        self._claimed.discard(job.job_id)
+        if isinstance(job, KernelJob):
+            self.report.kernels_measured += committed
+            self.report.kernels_reused += not committed
+        elif isinstance(job, ModelJob):
+            self.report.models_done += committed
+        return committed
 
     def notify(self, event: str, info: dict[str, Any]) -> None:
         """Tell the progress callback, if any."""
@@ -160,7 +213,8 @@ class DeviceRun:
 
 def collect(sources: Iterable[ModelSource], cfg: CollectConfig, store: Store,
             progress: ProgressFn | None = None, *, retry_skips: bool = False) -> CollectReport:
-    """Measure every source on every device config into the store; resumable and idempotent.
+    """Measure every source on every device config into the store, here, one job at a time; resumable and
+    idempotent.
 
     One collect at a time per store (`Store.writer_lock`): a second one waits, then reuses what the first
     measured. `retry_skips` tries every job recorded as skipped again (skips under other settings are
@@ -173,37 +227,39 @@ def collect(sources: Iterable[ModelSource], cfg: CollectConfig, store: Store,
         runtime.check_provider(ep)
     with store.writer_lock():
         for ep in cfg.devices:
+            run = DeviceRun(store, ep, cfg.settings, report, progress, retry_skips)
+            watch = HostWatch.for_settings(cfg.settings)
             canary = Canary(canary_timer(ep, cfg.settings.canary), cfg.settings.canary) \
                 if cfg.settings.canary.enabled else None
-            run = DeviceRun(store, ep, cfg.settings, report, progress, retry_skips, canary)
-            run.check_host()  # the run's first reference
-            _collect_fixed_cost(run)
-            for src in sources:
-                run.notify("model", {"model": src.name, "device": ep.name})
-                collect_model(src, run)
+            if canary is not None:
+                run.note_check(*timed_check(canary), watch)  # the run's first reference
+            for job in device_jobs(sources, run):
+                result = measure_job(job, ep, cfg.settings, canary if watch.due(job) else None)
+                run.record(job, result, watch)
     report.wall_s = time.perf_counter() - start
     return report
 
 
-def _collect_fixed_cost(run: DeviceRun) -> None:
-    job = "fixed:empty_kernel"
-    if run.settled(job):
-        return
-    try:
-        row = measure.measure_fixed_cost(run.ep, run.settings)
-    except Exception as exc:  # any failure of the job is a skip; interrupts go through
-        run.skip(job, "empty kernel", "fixed", exc)
-        return
-    run.report.timed_s += row["n_runs"] * row["mean_ms"] / 1e3
-    run.store.commit_job(job, run.ep.name, {"fixed_costs": [row]})
+def device_jobs(sources: Iterable[ModelSource], run: DeviceRun) -> Iterator[Job]:
+    """One device config's jobs, built as they are taken: the empty kernel, then each model's kernels and the
+    model itself; what is settled is left out (a kernel shared with an earlier model counts as reused), and a
+    model that cannot be read or split is recorded as a skip here. Every job handed out is claimed."""
+    fixed = FixedJob()
+    if not run.settled(fixed.job_id):
+        yield run.claim(fixed)
+    for src in sources:
+        run.notify("model", {"model": src.name, "device": run.ep.name})
+        for job in model_jobs(src, run):
+            yield run.claim(job)
 
 
-def collect_model(src: ModelSource, run: DeviceRun) -> None:
-    """Split one model, measure its not-yet-measured kernels, then the full model; a failure is a skip."""
+def model_jobs(src: ModelSource, run: DeviceRun) -> Iterator[Job]:
+    """Split one model (registering it in the store), then its not-yet-settled kernels and, unless settled,
+    the full model."""
     try:
         digest = file_sha256(src.path)
     except Exception as exc:
-        run.skip(f"file:{src.path}", src.name, "read", exc)
+        run.skip_exc(f"file:{src.path}", src.name, "read", exc)
         return
     job = f"model:{digest}"
     model_settled = run.settled(job)
@@ -218,32 +274,30 @@ def collect_model(src: ModelSource, run: DeviceRun) -> None:
         rows = _model_rows(src, model, kg, nodes, uniq)
     except Exception as exc:
         if not model_settled:
-            run.skip(job, src.name, "split", exc)
+            run.skip_exc(job, src.name, "split", exc)
         return
     model_id = run.store.register_model(digest, src.name, *rows)
     run.report.node_occurrences += len(nodes)
     for i, kn in enumerate(uniq.values()):
         run.notify("kernel", {"model": src.name, "op_type": kn.spec.op_type, "i": i, "n": len(uniq)})
-        _collect_kernel(kg, kn, run)
+        kjob = _kernel_job(kg, kn, run)
+        if kjob is not None:
+            yield kjob
     if not model_settled:
-        log.debug("model %s on %s: full-model runs", model_id, run.ep.name)
-        _collect_full_model(model, src, model_id, nodes, job, run)
+        yield ModelJob(job, model, src, model_id, tuple(nodes))
 
 
-def _collect_full_model(model: onnx.ModelProto, src: ModelSource, model_id: str, nodes: list[KernelNode],
-                        job: str, run: DeviceRun) -> None:
-    run.check_host()
+def _kernel_job(kg: graph.KernelGraph, kn: KernelNode, run: DeviceRun) -> KernelJob | None:
+    """The kernel's job, or None when it is settled (reused) or its single-kernel model cannot be built (a skip)."""
+    job = f"kernel:{kn.spec.kernel_id}"
+    if run.settled(job):
+        run.report.kernels_reused += 1
+        return None
     try:
-        model_row, span_rows = measure_model(model, src, nodes, run.ep, run.settings, model_id=model_id)
+        return KernelJob(kn.spec, split.kernel_model(kg, kg.nodes[kn.node_idx]).SerializeToString())
     except Exception as exc:
-        run.skip(job, model_id, "model", exc)
-        return
-    run.report.timed_s += model_row["n_runs"] * model_row["mean_ms"] / 1e3 + model_row.pop("profiled_s", 0.0)
-    model_row.update(run.host_columns(f"model {model_id}"))
-    if model_row["noisy"]:
-        run.report.noisy_models.append((model_id, float(model_row["block_spread"])))
-    if run.store.commit_job(job, run.ep.name, {"model_measurements": [model_row], "node_spans": span_rows}):
-        run.report.models_done += 1
+        run.skip_exc(job, f"{kn.spec.op_type}:{kn.spec.kernel_id}", "kernel", exc)
+        return None
 
 
 def _model_rows(src: ModelSource, model: onnx.ModelProto, kg: graph.KernelGraph, nodes: list[KernelNode],
@@ -260,28 +314,6 @@ def _model_rows(src: ModelSource, model: onnx.ModelProto, kg: graph.KernelGraph,
     return model_row, node_rows, kernel_rows
 
 
-def _collect_kernel(kg: graph.KernelGraph, kn: KernelNode, run: DeviceRun) -> None:
-    job = f"kernel:{kn.spec.kernel_id}"
-    if run.settled(job):
-        run.report.kernels_reused += 1
-        return
-    log.debug("kernel %s (%s) on %s", kn.spec.kernel_id, kn.spec.op_type, run.ep.name)
-    run.before_kernel_job()
-    try:
-        kjob = KernelJob(kn.spec, split.kernel_model(kg, kg.nodes[kn.node_idx]).SerializeToString())
-        rows = measure.measure_kernel(kjob, run.ep, run.settings)
-    except Exception as exc:
-        run.skip(job, f"{kn.spec.op_type}:{kn.spec.kernel_id}", "kernel", exc)
-        return
-    run.report.timed_s += sum(r["n_runs"] * r["mean_ms"] for r in rows) / 1e3
-    host = run.host_columns(f"kernel {kn.spec.op_type}:{kn.spec.kernel_id}")
-    rows = [{**r, **host} for r in rows]
-    if run.store.commit_job(job, run.ep.name, {"kernel_measurements": rows}):
-        run.report.kernels_measured += 1
-    else:
-        run.report.kernels_reused += 1
-
-
 def file_sha256(path: Path) -> str:
     """sha256 of a file, read in 1 MiB chunks (a model's identity in the store)."""
     h = hashlib.sha256()
@@ -290,8 +322,3 @@ def file_sha256(path: Path) -> str:
             h.update(chunk)
     return h.hexdigest()
 
-
-def _reason(exc: BaseException) -> str:
-    """A skip's reason: the exception's first line and its type, e.g. `Unable to allocate 224 GiB (MemoryError)`."""
-    line, name = first_line(exc), type(exc).__name__
-    return line if line == name else f"{line} ({name})"

@@ -20,6 +20,7 @@ from conftest import REPO, conv_bn_relu_model, embedding_model
 from hase.cli import main
 from hase.errors import HaseError
 from hase.measure import collect as coll
+from hase.measure import jobs
 from hase.measure.store import Store
 from hase.predict.dataset import load_device_data
 
@@ -134,7 +135,7 @@ def test_bad_models_become_skips_and_the_run_goes_on(tmp_path, fast_config, monk
     onnx.save(relu_model(32), zoo / "oom.onnx")
     onnx.save(string_input_model(), zoo / "strings.onnx")
     onnx.save(relu_model(64), zoo / "zlast.onnx")  # sorted last: it runs after every failure
-    real = coll.measure_model
+    real = jobs.measure_model
 
     def measure_or_oom(model, src, *args, **kwargs):
         if src.name == "oom":
@@ -142,7 +143,7 @@ def test_bad_models_become_skips_and_the_run_goes_on(tmp_path, fast_config, monk
                               "data type float64")
         return real(model, src, *args, **kwargs)
 
-    monkeypatch.setattr(coll, "measure_model", measure_or_oom)
+    monkeypatch.setattr(jobs, "measure_model", measure_or_oom)
     store = tmp_path / "s.sqlite"
     argv = ["collect", "--zoo", "none", "--models-dir", str(zoo), "--devices", str(fast_config), "--store", str(store)]
     assert main(argv) == 0
@@ -174,14 +175,14 @@ def test_interrupt_stops_the_run_and_resume_is_exact(tmp_path, fast_config, monk
     onnx.save(relu_model(16), paths[0])
     onnx.save(relu_model(32), paths[1])
     sources = [coll.ModelSource(p.stem, "user", p) for p in paths]
-    real = coll.measure_model
+    real = jobs.measure_model
 
     def interrupted(model, src, *args, **kwargs):
         if src.name == "b":
             raise stop()
         return real(model, src, *args, **kwargs)
 
-    monkeypatch.setattr(coll, "measure_model", interrupted)
+    monkeypatch.setattr(jobs, "measure_model", interrupted)
     cfg = coll.load_collect_config(fast_config)
     with Store(tmp_path / "s.sqlite") as s:
         with pytest.raises(stop):
@@ -199,14 +200,14 @@ def test_a_skip_holds_for_its_settings_only(tmp_path, fast_config, monkeypatch):
     path = tmp_path / "relu.onnx"
     onnx.save(relu_model(), path)
     sources = [coll.ModelSource("relu", "user", path)]
-    real = coll.measure_model
+    real = jobs.measure_model
 
     def needs_four_runs(model, src, nodes, ep, settings, **kwargs):
         if settings.profile_runs < 4:
             raise HaseError("too few profiled runs for this model")
         return real(model, src, nodes, ep, settings, **kwargs)
 
-    monkeypatch.setattr(coll, "measure_model", needs_four_runs)
+    monkeypatch.setattr(jobs, "measure_model", needs_four_runs)
     cfg = coll.load_collect_config(fast_config)
     with Store(tmp_path / "s.sqlite") as s:
         assert coll.collect(sources, cfg, s).models_skipped == 1
@@ -225,7 +226,7 @@ def test_retry_skips_tries_every_skip_again(tmp_path, fast_config, monkeypatch):
     def flaky(*args, **kwargs):
         raise RuntimeError("device lost\nsecond line")
 
-    monkeypatch.setattr(coll.measure, "measure_kernel", flaky)
+    monkeypatch.setattr(jobs.measure, "measure_kernel", flaky)
     assert main(argv) == 0
     with Store(store) as s:
         assert s.table("skips").reason.tolist() == ["device lost (RuntimeError)"]
