@@ -60,7 +60,7 @@ def measure_kernel(job: KernelJob, ep: EPConfig, settings: MeasureSettings) -> l
     on CUDA each runner copies the inputs to its own device buffers, so activations rotate as well.
     """
     feeds = kernel_feeds(job.spec)
-    meta = runtime.device_metadata(ep)
+    meta = runtime.row_metadata(ep)
     k = cold_session_count(job.weight_bytes, settings)
     sessions = [runtime.make_session(job.model_bytes, ep, opt_level="disabled") for _ in range(k)]
     runners = [BoundRunner(s, feeds, ep) for s in sessions]
@@ -96,4 +96,4 @@ def measure_fixed_cost(ep: EPConfig, settings: MeasureSettings) -> dict[str, Any
     policy = dataclasses.replace(settings.kernel, min_runs=max(settings.kernel.min_runs, 200),
                                  max_runs=max(settings.kernel.max_runs, 2000))
     t = time_loop([runner.run], policy)
-    return {"kind": "empty_kernel", **timing_row(t), **runtime.device_metadata(ep), "measured_at": time.time()}
+    return {"kind": "empty_kernel", **timing_row(t), **runtime.row_metadata(ep), "measured_at": time.time()}

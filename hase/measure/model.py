@@ -77,7 +77,7 @@ def measure_model(model: onnx.ModelProto, src: ModelSource, nodes: list[KernelNo
     dec = profile.summarize(profile.decompose(events, skip_runs=settings.profile_warmup))
     summary = profile.node_summary(events, skip_runs=settings.profile_warmup)
     gpu_busy = _gpu_busy_us(res, settings.profile_warmup)
-    meta = runtime.device_metadata(ep)
+    meta = runtime.row_metadata(ep)
     kernel_of = {n.node_name: n.spec.kernel_id for n in nodes}
     source = profile.node_spans(events).groupby(profile.NODE_NAME)[profile.SPAN_SOURCE].first().to_dict()
     spans = [{"model_id": model_id, **_span_columns(r, kernel_of, source, gpu_busy), **meta}

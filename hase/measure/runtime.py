@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import os
 import platform
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from hase.errors import HaseError, first_line
-from hase.measure.types import DeviceMeta, EPConfig, Timing, TimingPolicy
+from hase.measure.types import HOST, DeviceMeta, EPConfig, Timing, TimingPolicy
 
 
 def ort() -> Any:
@@ -251,6 +252,16 @@ def gpu_info(device_id: int = 0) -> tuple[str, str]:
         return "", ""
     name, _, driver = out[0].partition(",")
     return name.strip(), driver.strip()
+
+
+def host_name() -> str:
+    """This machine's network name: measurement rows carry it (a fleet's rows say which worker measured them)."""
+    return socket.gethostname()
+
+
+def row_metadata(ep: EPConfig) -> dict[str, Any]:
+    """What a measurement row carries beside its figure: `device_metadata` and the measuring host (`host`)."""
+    return {**device_metadata(ep), HOST: host_name()}
 
 
 def device_metadata(ep: EPConfig) -> dict[str, Any]:

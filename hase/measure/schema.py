@@ -6,7 +6,8 @@ anything is written, so a foreign or corrupt file is never touched. Versions (`P
 0 — stores of Hase before versioning: model jobs keyed by file name, skips without a settings hash;
 1 — model jobs keyed by the model file's sha256, `skips.settings_hash`;
 2 — the robust full-model latency (`latency_ms`: minimum of block medians, `block_spread`, `noisy`, `n_blocks`)
-    and the canary's check of the host (`canary_ms`, `canary_ratio`, `host_busy`) on measurement rows.
+    and the canary's check of the host (`canary_ms`, `canary_ratio`, `host_busy`) on measurement rows;
+3 — the measuring machine's name (`host`) on every measurement row (a fleet's workers differ).
 `migrate` brings any older version to the current one; columns it adds are NULL on rows measured before
 (`hase.predict.dataset` then falls back to `median_ms`).
 """
@@ -16,9 +17,9 @@ import sqlite3
 from pathlib import Path
 
 from hase.errors import HaseError
-from hase.measure.types import DEVICE_META_COLS
+from hase.measure.types import DEVICE_META_COLS, HOST
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 TIMING_COLS = ["median_ms", "p10_ms", "p90_ms", "mean_ms", "min_ms", "n_runs"]
@@ -38,14 +39,14 @@ SCHEMA: dict[str, tuple[list[str], list[str]]] = {
     "model_nodes": (["model_id", "opt_level", "node_idx", "node_name", "kernel_id", "op_type"],
                     ["model_id", "opt_level", "node_idx"]),
     "kernel_measurements": (["kernel_id", "op_type", "variant", "n_sessions", "weight_bytes", *TIMING_COLS,
-                             *DEVICE_META_COLS, "measured_at", *CANARY_COLS], ["kernel_id", "device", "variant"]),
+                             *DEVICE_META_COLS, "measured_at", *CANARY_COLS, HOST], ["kernel_id", "device", "variant"]),
     "node_spans": (["model_id", "node_name", "kernel_id", "op_type", "provider", "span_ms", "kernel_time_ms",
-                    "span_source", "n_runs", *DEVICE_META_COLS], ["model_id", "device", "node_name"]),
+                    "span_source", "n_runs", *DEVICE_META_COLS, HOST], ["model_id", "device", "node_name"]),
     "model_measurements": (["model_id", "family", "n_kernel_nodes", "n_memcpy_nodes", "n_cpu_fallback_nodes",
                             "timing_api", *TIMING_COLS, *DECOMP_COLS, "n_profiled_runs", *DEVICE_META_COLS,
-                            "measured_at", *ROBUST_COLS, *CANARY_COLS],
+                            "measured_at", *ROBUST_COLS, *CANARY_COLS, HOST],
                            ["model_id", "device"]),
-    "fixed_costs": (["kind", *TIMING_COLS, *DEVICE_META_COLS, "measured_at"], ["device", "kind"]),
+    "fixed_costs": (["kind", *TIMING_COLS, *DEVICE_META_COLS, "measured_at", HOST], ["device", "kind"]),
     "skips": (["job", "device", "target", "stage", "reason", "at", "settings_hash"], ["job", "device"]),
     "jobs": (["job", "device", "finished_at"], ["job", "device"]),
 }
@@ -58,6 +59,7 @@ INT_COLS = {"n_runs", "n_onnx_nodes", "n_kernel_nodes", "n_unique_kernels", "nod
 _ADDED: dict[int, dict[str, list[str]]] = {
     1: {"skips": ["settings_hash"]},
     2: {"model_measurements": [*ROBUST_COLS, *CANARY_COLS], "kernel_measurements": list(CANARY_COLS)},
+    3: {t: [HOST] for t in ("kernel_measurements", "node_spans", "model_measurements", "fixed_costs")},
 }
 _HINT = "point --store at a Hase store or at a new file"
 
@@ -152,7 +154,7 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
     0 -> 1: adds `skips.settings_hash` (NULL: the skip is retried under any settings), re-keys model
     done-markers from the file name to the model's sha256, and drops the model skips (keyed by name, so the
     model is tried again under its content's key). 1 -> 2: adds the robust and canary columns (`_ADDED[2]`),
-    NULL on the rows already there: nothing is measured again.
+    2 -> 3 the `host` column (`_ADDED[3]`), NULL on the rows already there: nothing is measured again.
     """
     if version >= SCHEMA_VERSION:
         return

@@ -65,6 +65,7 @@ class DeviceMeta:
 
 #: The device-metadata columns of every measurement table, in store order.
 DEVICE_META_COLS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(DeviceMeta))
+HOST = "host"  # the measuring machine's name, on every measurement row beside DEVICE_META_COLS (not a setting)
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,7 @@ def test_fleet_store_equals_a_serial_collect(tmp_path, cluster, config, zoo):
     with Store(tmp_path / "fleet.sqlite") as s:
         km = s.table("kernel_measurements")
     assert (km.cpu_model == runtime.cpu_model()).all() and km.canary_ms.notna().all()
+    assert (km.host == runtime.host_name()).all()  # the worker's own name (both local nodes run on this host)
     assert sum(w.jobs_done for w in report.workers.values()) == len(serial["jobs"])
     assert not report.retried and not report.refused and report.dispatch_gaps_s
     # a rerun hands out nothing

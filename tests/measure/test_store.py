@@ -248,6 +248,7 @@ def test_version_1_store_gets_the_robust_columns_and_training_falls_back_to_the_
 
     from hase.measure import collect as coll
     from hase.measure.schema import CANARY_COLS, ROBUST_COLS
+    from hase.measure.types import HOST
     from hase.predict import dataset as D
 
     cfg_path = tmp_path / "devices.toml"
@@ -262,6 +263,8 @@ def test_version_1_store_gets_the_robust_columns_and_training_falls_back_to_the_
         conn.execute(f"ALTER TABLE model_measurements DROP COLUMN {col}")
     for col in CANARY_COLS:
         conn.execute(f"ALTER TABLE kernel_measurements DROP COLUMN {col}")
+    for table in ("kernel_measurements", "node_spans", "model_measurements", "fixed_costs"):
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN {HOST}")  # added by version 3
     conn.execute("PRAGMA user_version = 1")
     conn.close()
     with Store(path, readonly=True) as s:  # read as it is, not migrated
@@ -274,6 +277,7 @@ def test_version_1_store_gets_the_robust_columns_and_training_falls_back_to_the_
         mm = s.table("model_measurements")
         assert mm[[*ROBUST_COLS, *CANARY_COLS]].isna().all().all()
         assert s.table("kernel_measurements")[list(CANARY_COLS)].isna().all().all()
+        assert s.table("node_spans")[HOST].isna().all() and s.table("fixed_costs")[HOST].isna().all()
         report = coll.collect(src, cfg, s)
     assert (report.models_done, report.kernels_measured) == (0, 0)
     assert D.load_device_data(path).models[D.MEASURED_MS].tolist() == [median]  # NULL latency_ms: the median
