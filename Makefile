@@ -29,7 +29,7 @@ REPORT ?= reports
 DEVSET ?= models/dev
 DEVSET_OUT ?= reports/devset
 
-.PHONY: setup demo test test-fast lint typecheck zoo collect train report bench clean devset devset-eval devset-dynamic devset-sweep
+.PHONY: setup demo test test-fast lint typecheck zoo collect refine train train-gpu report bench clean devset devset-eval devset-dynamic devset-sweep
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -39,7 +39,7 @@ $(BIN)/activate:
 $(VENV)/.installed-$(EP): pyproject.toml | $(BIN)/activate
 	-$(BIN)/pip uninstall --quiet --yes $(OTHER) 2>/dev/null
 	rm -f $(VENV)/.installed-*
-	$(BIN)/pip install --quiet -e ".[$(EXTRA),openvino,dev]"
+	$(BIN)/pip install --quiet -e ".[$(EXTRA),openvino,ray,dev]"
 	touch $@
 
 setup: $(VENV)/.installed-$(EP)
@@ -66,12 +66,33 @@ zoo: setup
 
 collect: setup
 	$(HASE) collect --zoo $(ZOO) --devices $(DEVICE) --store $(STORE) $(if $(EXPORTED),--models-dir $(EXPORTED))
+	$(MAKE) --no-print-directory refine
+
+# The kernel sampler's adaptive rounds (the zoo config's [sampler] rounds; none without one): each round is written
+# from the errors on $(REFINE_DEVICE) once the previous one is collected, then collected on every device. Resumable.
+ROUNDS ?= data/sampler
+REFINE_DEVICE ?= cpu-1t
+refine: setup
+	@set -e; stem=$(basename $(notdir $(ZOO))); for i in 1 2 3 4 5 6 7 8 9 10; do \
+	  r=$(ROUNDS)/$$stem.round$$i.toml; \
+	  [ -f $$r ] || $(HASE) zoo --config $(ZOO) --refine --store $(STORE) --device $(REFINE_DEVICE) --rounds-dir $(ROUNDS); \
+	  [ -f $$r ] || break; \
+	  $(HASE) collect --zoo $$r --devices $(DEVICE) --store $(STORE); \
+	done
 
 train: setup
 	$(HASE) train --store $(STORE) --out $(PREDICTORS) --config configs/predictor.toml
 
 report: setup
 	$(HASE) evaluate --store $(STORE) --predictors $(PREDICTORS) --device cpu-1t --out $(REPORT)
+
+# The NVIDIA GPU predictor from a GPU run (scripts/gpu/run_on_device.sh, docs/gpu.md): GPU_RESULTS is the store/ folder
+# it brought back (parts of <= 16 MiB), joined into GPU_STORE, then `h100-cuda` is trained into PREDICTORS.
+GPU_RESULTS ?= gpu_out/store
+GPU_STORE ?= data/hase_gpu.sqlite
+train-gpu: setup
+	$(BIN)/python scripts/gpu/join_store.py $(GPU_RESULTS) $(GPU_STORE)
+	$(HASE) train --store $(GPU_STORE) --out $(PREDICTORS) --config configs/predictor.toml --device h100-cuda
 
 devset:
 	bash ../shared/models/devset/build.sh $(DEVSET)

@@ -6,6 +6,10 @@ predictor's held-out accuracy from its manifest.
 
 Targets (issue 11): ResNet-50 predicted in under 0.5 s of command wall time, a 500 MB model in under 1 s and
 300 MB peak RSS, 100 models in under 3 s; prediction far cheaper than measurement.
+
+Every child runs as an installed Hase does: with its compiled .pyc files (a wheel install compiles them; here they
+are written once, by the warm-up run, into a temporary PYTHONPYCACHEPREFIX, even where PYTHONDONTWRITEBYTECODE is
+set), so start-up is not Python compiling Hase's sources on every call.
 Usage: python benchmarks/bench_predict.py [--device cpu-1t] [--predictors DIR] [--repeat 5] [--batch 100]
        [--big-mb 500] [--runs 10] [--json]
 """
@@ -97,11 +101,18 @@ def zoo_files(tmp: Path) -> list[Path]:
     return files + sorted((REPO.parent / "shared/models/exported").glob("*.onnx"))
 
 
-def child(cmd: list[str]) -> tuple[float, float, str]:
+def child_env(pycache: Path) -> dict[str, str]:
+    """The environment of the measured children: this one, with .pyc files cached under `pycache`."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return env
+
+
+def child(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
     """(wall seconds, peak RSS MB of this child alone, stdout) of one process."""
     with tempfile.TemporaryFile("w+") as out:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, cwd=REPO)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, cwd=REPO, env=env)
         _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage, not the max over all children
         wall = time.perf_counter() - t0
         if os.waitstatus_to_exitcode(status) != 0:
@@ -110,12 +121,13 @@ def child(cmd: list[str]) -> tuple[float, float, str]:
         return wall, usage.ru_maxrss / 1024, out.read()
 
 
-def compare(models: list[Path], extra: list[str], measure_args: list[str], repeat: int) -> dict[str, Any]:
+def compare(models: list[Path], extra: list[str], measure_args: list[str], repeat: int,
+            env: dict[str, str]) -> dict[str, Any]:
     """Predict and measure `models` `repeat` times, interleaved; medians (and ranges) of each figure."""
-    child([*HASE, "-q", "predict", *map(str, models), "--json", *extra])  # warm the page cache and .pyc files
+    child([*HASE, "-q", "predict", *map(str, models), "--json", *extra], env)  # warm the page cache and .pyc files
     pw, prss, graph, mw, mrss, msess = [], [], [], [], [], []
     for _ in range(repeat):
-        wall, rss, out = child([*HASE, "-q", "predict", *map(str, models), "--json", *extra])
+        wall, rss, out = child([*HASE, "-q", "predict", *map(str, models), "--json", *extra], env)
         got = json.loads(out)
         got = got if isinstance(got, list) else [got]
         if any("error" in g for g in got):
@@ -123,7 +135,7 @@ def compare(models: list[Path], extra: list[str], measure_args: list[str], repea
         pw.append(wall)
         prss.append(rss)
         graph.append(sum(g["timings_s"]["graph_s"] + g["timings_s"]["predict_s"] for g in got))
-        wall, rss, out = child([sys.executable, "-c", MEASURE, *measure_args, *map(str, models)])
+        wall, rss, out = child([sys.executable, "-c", MEASURE, *measure_args, *map(str, models)], env)
         mw.append(wall)
         mrss.append(rss)
         msess.append(json.loads(out)["session_s"] + json.loads(out)["runs_s"])
@@ -156,12 +168,13 @@ def main(argv: list[str] | None = None) -> int:
     measure_args = [str(ep.intra_op_threads), str(ep.inter_op_threads), ep.opt_level, str(args.runs)]
     with tempfile.TemporaryDirectory(prefix="hase_bench_predict_") as tmp_dir:
         tmp = Path(tmp_dir)
+        env = child_env(tmp / "pycache")
         resnet = build(RESNET50, tmp / "resnet50_r224_b1.onnx")
         big = build(BIG, tmp / "matmul_chain.onnx", str(max(1, round(args.big_mb / 16.8))))
         batch = list(itertools.islice(itertools.cycle(zoo_files(tmp)), args.batch))
-        r50 = compare([resnet], extra, measure_args, args.repeat)
-        large = compare([big], extra, measure_args, args.repeat)
-        many = compare(batch, extra, measure_args, max(1, args.repeat // 2))
+        r50 = compare([resnet], extra, measure_args, args.repeat, env)
+        large = compare([big], extra, measure_args, args.repeat, env)
+        many = compare(batch, extra, measure_args, max(1, args.repeat // 2), env)
         big_mb = big.stat().st_size / 1e6
     target = manifest.default_target
     held = manifest.target(target).held_out

@@ -8,11 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich import box
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-
 from hase import paths
 from hase.commands.common import (
     add_device_arg,
@@ -86,8 +81,8 @@ def model_files(items: list[str]) -> list[Path]:
 def run(args: argparse.Namespace) -> int:
     """Predict every model named; in batch mode a model that fails is listed and the exit status is 2."""
     from hase.kernels.shapes import parse_free_dims, parse_input_shapes
-    from hase.predict.check import PredictionCheck, check_models
-    from hase.predict.estimate import ModelEstimate, PredictFailure, estimate_models
+    from hase.predict.bundle import manifest_ep_config, predictor_dir, read_manifest
+    from hase.predict.estimate import KernelGraphs, ModelEstimate, PredictFailure, estimate_models
     from hase.predict.identity import open_predictor
 
     if args.top < 0:
@@ -98,12 +93,18 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     files = model_files(args.models)
     shapes, free = parse_input_shapes(args.input_shape), parse_free_dims(args.free_dim)
-    used = open_predictor(one_device(args.device), args.predictors, args.target)
-    bundle = used.bundle
-    load_s = time.perf_counter() - t0
-    estimates = estimate_models(files, bundle, args.target, shapes, free)
-    results: Sequence[ModelResult | PredictionCheck] = estimates if policy is None else check_models(
-        estimates, bundle, shapes, free, policy=policy, top=args.top)
+    device = one_device(args.device)
+    ep = manifest_ep_config(read_manifest(predictor_dir(device, args.predictors)))
+    with KernelGraphs(files, ep, shapes, free) as graphs:  # ORT builds them while the predictor loads
+        used = open_predictor(device, args.predictors, args.target)
+        bundle = used.bundle
+        load_s = time.perf_counter() - t0
+        estimates = estimate_models(files, bundle, args.target, shapes, free, graphs=graphs)
+    results: Sequence[ModelResult | PredictionCheck] = estimates
+    if policy is not None:
+        from hase.predict.check import check_models
+
+        results = check_models(estimates, bundle, shapes, free, policy=policy, top=args.top)
     failures = [r for r in results if isinstance(r, PredictFailure)]
     if len(results) == 1 and failures:  # one model: its error is the command's error (one line, no warning)
         raise HaseError(failures[0].error)
@@ -119,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     one = results[0] if len(results) == 1 else None
     if isinstance(one, ModelEstimate):
         print_one(one, args.top, bundle.manifest.target(one.target).held_out)
-    elif isinstance(one, PredictionCheck):
+    elif one is not None and not isinstance(one, PredictFailure):  # a PredictionCheck (--measure)
         print_one(one.estimate, args.top, bundle.manifest.target(one.estimate.target).held_out)
         print_check(one)
     elif policy is not None:
@@ -141,6 +142,8 @@ def one_device(devices: list[str] | None) -> str:
 def run_compare(args: argparse.Namespace) -> int:
     """`--compare`: every model predicted in every installed configuration, ranked; exit 2 when a model could not
     be predicted in any configuration (with one model, that is the command's error)."""
+    from rich.console import Console
+
     from hase.kernels.shapes import parse_free_dims, parse_input_shapes
     from hase.predict.compare import compare_models
 
@@ -169,6 +172,11 @@ def run_compare(args: argparse.Namespace) -> int:
 def print_comparison(comp: Comparison) -> None:
     """One table per model, fastest configuration first (* marks a predictor whose machine differs from this host),
     then the one-sentence verdict and the host differences."""
+    from rich import box
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
     c = Console(highlight=False, soft_wrap=True)
     t = Table(title=f"{escape(comp.model)}: predicted latency per configuration", box=box.SIMPLE_HEAD, pad_edge=False,
               padding=(0, 1, 0, 0))
@@ -201,12 +209,12 @@ def print_comparison(comp: Comparison) -> None:
 
 def measure_policy(args: argparse.Namespace) -> BlockPolicy | None:
     """The robust timing of `--measure` (None without it); --blocks and --noise-bound need --measure."""
-    from hase.measure.robust import BlockPolicy
-
     if not args.measure:
         if args.blocks is not None or args.noise_bound is not None:
             raise HaseError("--blocks and --noise-bound set how --measure times a model: add --measure")
         return None
+    from hase.measure.robust import BlockPolicy
+
     blocks = BLOCKS if args.blocks is None else args.blocks
     noise_pct = NOISE_PCT if args.noise_bound is None else args.noise_bound
     if blocks < 1 or not noise_pct > 0:
@@ -216,6 +224,8 @@ def measure_policy(args: argparse.Namespace) -> BlockPolicy | None:
 
 def print_predictor(used: UsedPredictor) -> None:
     """The predictor every figure below comes from: what it is, where it was found, how good it was held out."""
+    from rich.console import Console
+
     from hase.predict.identity import describe
 
     Console(highlight=False, soft_wrap=True).print(f"predictor {describe(used.identity)}", markup=False)
@@ -224,6 +234,8 @@ def print_predictor(used: UsedPredictor) -> None:
 def warn_host(used: UsedPredictor) -> None:
     """A warning on stderr (also with --json) for each way this host differs from the predictor's machine."""
     if used.mismatches:
+        from rich.console import Console
+
         Console(stderr=True, highlight=False, soft_wrap=True).print(
             f"warning: this host differs from the machine predictor {used.identity.device!r} was trained on: "
             f"{'; '.join(used.mismatches)}. Its predictions describe that machine and may be off here; "
@@ -232,6 +244,10 @@ def warn_host(used: UsedPredictor) -> None:
 
 def print_one(est: ModelEstimate, top: int, held_out: Scores) -> None:
     """One model: latency and interval, sum and calibration, per-op totals, top kernels, fallbacks."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
     c = Console()
     cal = est.calibration
     c.print(f"[bold]{escape(est.model)}[/] on [bold]{escape(est.device)}[/] ({est.n_kernels} kernels, "
@@ -264,6 +280,10 @@ def print_one(est: ModelEstimate, top: int, held_out: Scores) -> None:
 
 def print_batch(results: Sequence[ModelResult], wall_s: float) -> None:
     """One row per model (failures included, with their reason)."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
     from hase.predict.estimate import PredictFailure
 
     c = Console()
@@ -281,6 +301,10 @@ def print_batch(results: Sequence[ModelResult], wall_s: float) -> None:
 
 def print_check(check: PredictionCheck) -> None:
     """Predicted vs measured (the robust statistic, its spread, the error) and the top kernels vs in-model time."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
     from hase.predict.identity import threads_text
 
     c = Console(highlight=False)
@@ -316,6 +340,10 @@ def print_check(check: PredictionCheck) -> None:
 
 def print_check_batch(results: Sequence[ModelResult | PredictionCheck], wall_s: float) -> None:
     """One row per model: predicted, measured (with its spread) and the error; failures with their reason."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
     from hase.predict.check import PredictionCheck
     from hase.predict.estimate import PredictFailure
 

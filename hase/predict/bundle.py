@@ -124,11 +124,17 @@ class PredictorBundle:
 
     def ep_config(self) -> EPConfig:
         """The device configuration the predictor was trained for (ORT's kernel graph is built with it)."""
-        meta = self.manifest.device_meta
-        ep = "cuda" if "CUDA" in meta.execution_provider else "cpu"
-        # 0 threads is ONNX Runtime's default (one per physical core), a setting of its own, not a missing value
-        return EPConfig(name=self.device, ep=ep, intra_op_threads=meta.intra_op_threads,
-                        inter_op_threads=meta.inter_op_threads, opt_level=meta.opt_level or "extended")
+        return manifest_ep_config(self.manifest)
+
+
+def manifest_ep_config(manifest: Manifest) -> EPConfig:
+    """The device configuration a predictor's manifest describes (`PredictorBundle.ep_config`, known before its
+    arrays are loaded)."""
+    meta = manifest.device_meta
+    ep = "cuda" if "CUDA" in meta.execution_provider else "cpu"
+    # 0 threads is ONNX Runtime's default (one per physical core), a setting of its own, not a missing value
+    return EPConfig(name=manifest.device, ep=ep, intra_op_threads=meta.intra_op_threads,
+                    inter_op_threads=meta.inter_op_threads, opt_level=meta.opt_level or "extended")
 
 
 def save_bundle(out_dir: str | Path, manifest: Manifest, predictors: Mapping[str, KernelPredictor],
@@ -180,12 +186,14 @@ def _check_save_names(manifest: Manifest, predictors: Mapping[str, KernelPredict
 
 
 def _write_npz(path: Path, arrays: Mapping[str, NDArray[Any]]) -> None:
-    """`np.savez_compressed`, but byte-for-byte reproducible (fixed entry times, sorted names) and
-    refusing object arrays (`allow_pickle=False`), so no file Hase writes needs a pickle to read."""
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+    """`np.savez`, but byte-for-byte reproducible (fixed entry times, sorted names) and refusing object arrays
+    (`allow_pickle=False`), so no file Hase writes needs a pickle to read. Stored, not deflated: inflating a
+    predictor's few MB took ~25 ms of every `hase predict` (git and wheels compress the files anyway); deflated
+    archives of earlier versions read the same."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as zf:
         for name in sorted(arrays):
             info = zipfile.ZipInfo(f"{name}.npy", date_time=_ZIP_TIME)
-            info.compress_type = zipfile.ZIP_DEFLATED
+            info.compress_type = zipfile.ZIP_STORED
             with zf.open(info, "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, np.ascontiguousarray(arrays[name]), allow_pickle=False)
 

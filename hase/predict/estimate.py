@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,6 +32,9 @@ from hase.predict.predictor import KEY, SOURCE, SOURCE_OP, KernelPredictor
 
 if TYPE_CHECKING:  # pragma: no cover - pandas loads only for `ModelEstimate.frame`
     import pandas as pd
+
+    from hase.kernels.graph import KernelGraph
+    from hase.measure.types import EPConfig
 
 NODE_NAME, OP_TYPE, KERNEL_ID, LOW_MS, HIGH_MS = "node_name", "op_type", "kernel_id", "low_ms", "high_ms"
 INTERVAL = (10.0, 90.0)  # percentiles of the trees' spread reported as the interval
@@ -158,11 +164,29 @@ def estimate_model(path: str | Path, bundle: PredictorBundle, target: str | None
                    free_dims: Mapping[str, int] | None = None) -> ModelEstimate:
     """A model file's latency on the bundle's device: ORT kernel graph -> kernels -> forests -> alpha*sum+beta.
     `input_shapes` (by input) and `free_dims` (by symbolic dimension) fix symbolic input shapes."""
-    from hase.kernels import graph, split
+    target = bundle.target(target)
+    kg, graph_s = build_kernel_graph(path, bundle.ep_config(), input_shapes, free_dims)
+    return estimate_graph(path, kg, bundle, target, graph_s)
+
+
+def build_kernel_graph(path: str | Path, ep: EPConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+                       free_dims: Mapping[str, int] | None = None) -> tuple[KernelGraph, float]:
+    """The kernel graph `hase predict` needs (ORT's optimized graph and every tensor's shape, never the weights)
+    and the seconds it took."""
+    from hase.kernels import graph
+
+    t0 = time.perf_counter()
+    kg = graph.file_kernel_graph(path, ep, input_shapes, with_weights=False, free_dims=free_dims)
+    return kg, time.perf_counter() - t0
+
+
+def estimate_graph(path: str | Path, kg: KernelGraph, bundle: PredictorBundle, target: str | None = None,
+                   graph_s: float = 0.0) -> ModelEstimate:
+    """`estimate_model` of a kernel graph already built (`build_kernel_graph`) with the bundle's configuration."""
+    from hase.kernels import split
 
     t0 = time.perf_counter()
     target = bundle.target(target)
-    kg = graph.file_kernel_graph(path, bundle.ep_config(), input_shapes, with_weights=False, free_dims=free_dims)
     nodes = split.split(kg)
     if not nodes:
         raise HaseError(f"{path}: ONNX Runtime's optimized graph has no nodes to predict")
@@ -173,7 +197,61 @@ def estimate_model(path: str | Path, bundle: PredictorBundle, target: str | None
                     for n, key, source, ms in zip(nodes, c.keys, c.sources, c.pred_ms, strict=True))
     t2 = time.perf_counter()
     return ModelEstimate(str(path), bundle.device, target, c.latency_ms, c.low_ms, c.high_ms, c.sum_ms, len(nodes),
-                         cal, kernels, {"graph_s": t1 - t0, "predict_s": t2 - t1})
+                         cal, kernels, {"graph_s": graph_s + t1 - t0, "predict_s": t2 - t1})
+
+
+class KernelGraphs:
+    """The kernel graphs of model files (`build_kernel_graph`), built ahead of the caller by `workers` background
+    threads and yielded in the files' order: ONNX Runtime releases the GIL while it optimizes a model, so the next
+    models' graphs are built while this one's kernels are predicted (and the first while the predictor loads).
+    At most `workers` ORT sessions exist at once (two by default, each with its peak memory; one for a single
+    model). Use as a context manager; iterating yields (path, graph and seconds, or the HaseError that building it
+    raised); any other exception is raised where its model is reached.
+
+        >>> with KernelGraphs(files, bundle.ep_config()) as graphs:
+        ...     results = estimate_models(files, bundle, graphs=graphs)
+    """
+
+    def __init__(self, paths: Sequence[str | Path], ep: EPConfig,
+                 input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+                 free_dims: Mapping[str, int] | None = None, workers: int = 2) -> None:
+        self.paths = list(paths)
+        self.ep = ep
+        self.input_shapes, self.free_dims = dict(input_shapes or {}), dict(free_dims or {})
+        self._ahead = max(workers, 1) + 1  # graphs submitted at once: those being built and the next
+        self._pool = ThreadPoolExecutor(max_workers=max(workers, 1), thread_name_prefix="hase-kernel-graph")
+        self._pending: deque[Future[tuple[KernelGraph, float] | HaseError]] = deque()
+        self._submitted = self._yielded = 0
+        self._fill()
+
+    def _fill(self) -> None:
+        while self._submitted < len(self.paths) and len(self._pending) < self._ahead:
+            self._pending.append(self._pool.submit(self._build, self.paths[self._submitted]))
+            self._submitted += 1
+
+    def _build(self, path: str | Path) -> tuple[KernelGraph, float] | HaseError:
+        try:
+            return build_kernel_graph(path, self.ep, self.input_shapes, self.free_dims)
+        except HaseError as exc:
+            return exc
+
+    def __iter__(self) -> Iterator[tuple[str | Path, tuple[KernelGraph, float] | HaseError]]:
+        while self._pending:
+            path, future = self.paths[self._yielded], self._pending.popleft()
+            self._yielded += 1
+            self._fill()
+            yield path, future.result()
+
+    def close(self) -> None:
+        """Drop the graphs not started and wait for the one being built (ORT cannot be stopped mid-session)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pending.clear()
+
+    def __enter__(self) -> KernelGraphs:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
 
 
 @dataclass(frozen=True)
@@ -193,12 +271,24 @@ ModelResult = ModelEstimate | PredictFailure
 
 def estimate_models(paths: Sequence[str | Path], bundle: PredictorBundle, target: str | None = None,
                     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
-                    free_dims: Mapping[str, int] | None = None) -> list[ModelResult]:
-    """`estimate_model` for each file, in order; a file that fails with a HaseError becomes a PredictFailure."""
+                    free_dims: Mapping[str, int] | None = None, *,
+                    graphs: KernelGraphs | None = None) -> list[ModelResult]:
+    """`estimate_model` for each file, in order; a file that fails with a HaseError becomes a PredictFailure.
+    Graphs are built ahead in a background thread (`KernelGraphs`; pass `graphs`, of these paths in the bundle's
+    configuration, to have it started earlier, e.g. while the predictor loads)."""
+    if graphs is None:
+        with KernelGraphs(paths, bundle.ep_config(), input_shapes, free_dims) as own:
+            return estimate_models(paths, bundle, target, input_shapes, free_dims, graphs=own)
+    if ([str(p) for p in graphs.paths] != [str(p) for p in paths] or graphs.ep != bundle.ep_config()
+            or (graphs.input_shapes, graphs.free_dims) != (dict(input_shapes or {}), dict(free_dims or {}))):
+        raise ValueError("the kernel graphs were built for other models, shapes or another configuration than the "
+                         "bundle's")
     results: list[ModelResult] = []
-    for path in paths:
+    for path, built in graphs:
         try:
-            results.append(estimate_model(path, bundle, target, input_shapes, free_dims))
+            if isinstance(built, HaseError):
+                raise built
+            results.append(estimate_graph(path, built[0], bundle, target, built[1]))
         except HaseError as exc:
             results.append(PredictFailure(str(path), str(exc)))
     return results

@@ -62,10 +62,12 @@ class PackedForest:
         if X.ndim != 2 or X.shape[1] != self.n_features:
             raise ValueError(f"expected {self.n_features} features, got array of shape {X.shape}")
         n = len(X)
+        flat = np.ascontiguousarray(X).ravel()  # X[i, f] is flat[i * n_features + f]: one 1-D gather per step
         node = np.repeat(self.roots, n)
-        rows = np.tile(np.arange(n), self.n_trees)
+        row_start = np.tile(np.arange(n, dtype=np.intp) * self.n_features, self.n_trees)
+        left, right, feature, threshold = self.left, self.right, self.feature, self.threshold
         for step in range(self.depth):
-            nxt = np.where(X[rows, self.feature[node]] <= self.threshold[node], self.left[node], self.right[node])
+            nxt = np.where(flat[row_start + feature[node]] <= threshold[node], left[node], right[node])
             if step % 8 == 7 and np.array_equal(nxt, node):
                 break
             node = nxt
