@@ -162,7 +162,8 @@ def _movement(g: GraphBuilder, op: str, rows: int, width: int) -> Tensor:
     side = max(7, min(width, 320))
     channels = max(1, min(rows, RESIZE_MAX_ELEMENTS // (side * side)))
     x = g.input("input", (1, channels, side, side))
-    out = (1, channels, max(1, round(side * scale)), max(1, round(side * scale)))
+    new_side = round(side * scale) if scale > 1 else min(side - 1, round(side * scale))  # never a same-size no-op
+    out = (1, channels, new_side, new_side)
     sizes = g.const(list(out), np.int64)
     return g.op1("Resize", [x.name, "", "", sizes], out, mode=mode, coordinate_transformation_mode="half_pixel")
 
