@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,7 @@ from hase.predict import crossval as CV
 from hase.predict import dataset as D
 from hase.predict.bundle import read_manifest
 from hase.predict.calibration import fit_calibration
-from hase.predict.manifest import Manifest
+from hase.predict.manifest import Manifest, manifest_digest
 from hase.predict.predictor import KernelPredictor
 from hase.predict.train import load_train_config, train
 
@@ -254,9 +255,13 @@ def test_train_cli_says_what_it_did_with_busy_rows(store, tmp_path, capsys):
     assert "measured on a busy host or noisy (policy 'drop', weight 0.2): models 4 of 9 (4 busy, 0 noisy)" in out
 
 
-def test_manifests_without_the_busy_record_still_load_with_their_digest():
-    raw = json.loads((REPO / "hase" / "predictors" / "cpu-1t" / "manifest.json").read_text())
-    assert "busy" not in raw["training_data"]
-    manifest = read_manifest(REPO / "hase" / "predictors" / "cpu-1t")
+def test_manifests_without_the_busy_record_still_load_with_their_digest(tmp_path):
+    """A manifest written before the busy policy (no `training_data.busy`) loads, and writes back the same digest."""
+    shutil.copytree(REPO / "hase" / "predictors" / "cpu-1t", tmp_path / "cpu-1t")
+    raw = json.loads((tmp_path / "cpu-1t" / "manifest.json").read_text())
+    del raw["training_data"]["busy"]
+    raw["digest"] = manifest_digest(raw)
+    (tmp_path / "cpu-1t" / "manifest.json").write_text(json.dumps(raw))
+    manifest = read_manifest(tmp_path / "cpu-1t")
     assert manifest.training_data.busy == {} and manifest.to_dict()["digest"] == raw["digest"]
     assert Manifest.from_dict(manifest.to_dict()) == manifest
