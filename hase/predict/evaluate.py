@@ -101,7 +101,7 @@ def evaluate_predictor(store_path: str | Path, predictor_path: str | Path, targe
     fams = grouped_metrics(held, D.FAMILY, D.MEASURED_MS, CALIBRATED_HELD_OUT_MS)
     exported = held[held[D.FAMILY] == EXPORTED]
     headline = Headline(
-        device=data.device, target=target, calibration=cal, n_models=len(table), n_families=len(data.families),
+        device=data.device, target=target, calibration=cal, n_models=len(table), n_families=table[D.FAMILY].nunique(),
         held_out=score(held[D.MEASURED_MS], held[CALIBRATED_HELD_OUT_MS]),
         held_out_exported=score(exported[D.MEASURED_MS], exported[CALIBRATED_HELD_OUT_MS]),
         train=score(table[D.MEASURED_MS], table[CALIBRATED_TRAIN_MS]), baselines=baseline_results(baselines),

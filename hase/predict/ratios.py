@@ -13,6 +13,7 @@ from hase.predict import dataset as D
 from hase.predict.crossval import CALIBRATION, HELD_OUT, SPLIT, SUM_PRED_MS, TARGET, TRAIN
 from hase.predict.metrics import metrics
 from hase.predict.predictor import PRED_MS
+from hase.zoo.blocks import is_sampled
 
 SUM_PRED_HELD_OUT_MS = "sum_pred_held_out_ms"
 CALIBRATED_HELD_OUT_MS, CALIBRATED_TRAIN_MS = "calibrated_held_out_ms", "calibrated_train_ms"
@@ -29,11 +30,13 @@ def ratio_column(ms_column: str) -> str:
 
 
 def ratio_table(data: D.DeviceData, cv_models: pd.DataFrame, target: str, calibration: str) -> pd.DataFrame:
-    """Per model: measured latency, each kernel-sum source and the predictions, and each as a ratio to measured.
+    """Per model (the sampled kernel blocks left out): measured latency, each kernel-sum source and the
+    predictions, and each as a ratio to measured.
 
         model_id | family | measured_ms | n_kernels | sum_warm_ms ... calibrated_train_ms | sum_warm_ratio ...
     """
     sums = D.model_sums(data).set_index(D.MODEL_ID)
+    sums = sums[~sums[D.FAMILY].map(is_sampled)]  # sampled kernel blocks are training data, not models to score
     sel = cv_models[(cv_models[TARGET] == target) & (cv_models[CALIBRATION] == calibration)]
     held = sel[sel[SPLIT] == HELD_OUT].set_index(D.MODEL_ID)
     train = sel[sel[SPLIT] == TRAIN].set_index(D.MODEL_ID)
