@@ -64,3 +64,12 @@ def test_nothing_to_sweep_is_one_error(devset, tmp_path):
 def test_batch_sweep_needs_devset(capsys):
     assert main(["evaluate", "--batch-sweep", "--out", "/tmp/hase-sweep-none"]) != 0
     assert "--batch-sweep needs --devset" in capsys.readouterr().err
+
+
+def test_a_missing_sweep_folder_is_one_line_and_writes_nothing(devset, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["evaluate", "--devset", str(devset), "--batch-sweep", "--sweep-also", str(tmp_path / "none"),
+                 "--out", str(out)]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "models folder" in err and "does not exist" in err and len(err.splitlines()) == 1
+    assert not out.exists()
