@@ -107,6 +107,7 @@ class Store:
     def __init__(self, path: str | Path, readonly: bool = False, busy_timeout_s: float = 30.0) -> None:
         self.path = Path(path)
         self.readonly = readonly
+        self.busy_timeout_s = busy_timeout_s
         schema.check_file(self.path, readonly)
         if not readonly:
             try:
@@ -133,13 +134,28 @@ class Store:
         version = schema.check_schema(self.conn, self.path, self.readonly)
         if self.readonly:
             return
-        if self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-            self.conn.execute("PRAGMA journal_mode=WAL")
+        self._use_wal()
         self.conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL survives a killed process
         if not self.conn.execute("SELECT 1 FROM sqlite_master WHERE type='table'").fetchone():
             schema.create(self.conn)
         else:
             schema.migrate(self.conn, version)
+
+    def _use_wal(self) -> None:
+        """Switch the store to WAL, retrying while another process switches it at the same moment.
+
+        SQLite answers two connections that both escalate from a read lock to switch the journal mode with an
+        immediate "database is locked" (deadlock avoidance; the busy timeout is not consulted), so the loser
+        waits a little and looks again: by then the winner has usually switched it for both.
+        """
+        deadline = time.monotonic() + self.busy_timeout_s
+        while self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            try:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc).lower() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
 
     def __enter__(self) -> Store:
         """The open store itself."""

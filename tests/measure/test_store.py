@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,26 @@ def make_store(path: Path) -> Path:
                              for i in range(200)])
         s.mark_done("kernel:k1", "cpu")
     return path
+
+
+def test_a_new_store_waits_for_a_writer_while_it_switches_to_wal(tmp_path):
+    """Another connection's write transaction while a new store switches to WAL: SQLite answers the switch with
+    "database is locked" at once (no busy timeout), as when two collects create one store together; the open
+    must wait for the writer, then succeed (the cause of a CI failure: two collects on a fresh store)."""
+    path = tmp_path / "s.sqlite"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("CREATE TABLE t (a)")
+    other.execute("DROP TABLE t")  # an SQLite file with no tables, in rollback-journal mode
+    other.execute("BEGIN IMMEDIATE")
+    timer = threading.Timer(0.3, other.execute, ("COMMIT",))
+    timer.start()
+    try:
+        with Store(path) as s:
+            assert s.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            assert s.counts()["jobs"] == 0
+    finally:
+        timer.join()
+        other.close()
 
 
 def test_new_store_has_the_schema_version(tmp_path):
