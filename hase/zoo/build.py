@@ -1,8 +1,8 @@
 """Build zoo models deterministically and keep an on-disk zoo folder in step with its config.
 
-``ensure_zoo`` writes each missing model with ``hase.files.write_atomic`` (a temporary file renamed into place),
-so an interrupted run never leaves a half-written ``.onnx``; a rerun builds only what is missing and rewrites
-``index.csv``.
+``ensure_zoo`` writes each missing or stale model with ``hase.files.write_atomic`` (a temporary file renamed into
+place), so an interrupted run never leaves a half-written ``.onnx``; a rerun builds every model in memory, rewrites
+only the files whose bytes differ (missing, or written by an older builder) and rewrites ``index.csv``.
 """
 from __future__ import annotations
 
@@ -29,7 +29,6 @@ log = logging.getLogger(__name__)
 
 INDEX_NAME = "index.csv"
 INDEX_COLUMNS = ("name", "family", "params", "file", "n_nodes", "n_params", "size_bytes", "opset", "seed")
-_INT_COLUMNS = ("n_nodes", "n_params", "size_bytes", "opset", "seed")
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,7 @@ def zoo_dir(config_path: str | Path, out_dir: str | Path) -> Path:
 
 
 def ensure_zoo(config_path: str | Path, out_dir: str | Path) -> Iterator[ZooEntry]:
-    """Yield every model of the config, building and writing only missing files; index.csv is written last.
+    """Yield every model of the config, writing only missing or stale files; index.csv is written last.
 
     Models are built one at a time as the iterator is consumed, so memory holds at most one model.
     The index is only rewritten when the iteration runs to the end.
@@ -70,46 +69,40 @@ def ensure_zoo(config_path: str | Path, out_dir: str | Path) -> Iterator[ZooEntr
     config = read_zoo_config(config_path)
     folder = Path(out_dir) / config.name
     folder.mkdir(parents=True, exist_ok=True)
-    previous = _read_index(folder / INDEX_NAME)
     rows = []
     for spec in config.specs:
         path = folder / f"{spec.name}.onnx"
-        built = not path.exists()
-        row = _build_file(spec, path, config) if built else _existing_row(spec, path, previous, config)
+        row, built = _build_file(spec, path, config)
         rows.append(row)
         yield ZooEntry(spec, path, built)
     _write_index(folder / INDEX_NAME, rows)
 
 
-def _build_file(spec: ModelSpec, path: Path, config: ZooConfig) -> dict[str, Any]:
-    """Build one model, write it atomically and return its index row (the model is freed on return)."""
-    log.debug("building %s", spec.name)
+def _build_file(spec: ModelSpec, path: Path, config: ZooConfig) -> tuple[dict[str, Any], bool]:
+    """Build one model in memory and write it atomically unless the file already holds exactly these bytes; its
+    index row and whether it was written (the model is freed on return).
+
+    A file is compared with what the builder writes now, not trusted by its name: after a builder changes, the
+    old file would otherwise be measured again and again under a name that promises the new model."""
     model = build_model(spec, config.seed, config.opset)
     data = model.SerializeToString()
+    row = _index_row(spec, path, model, len(data), config.opset, config.seed)
+    if path.exists():
+        if _same_bytes(path, data):
+            return row, False
+        log.info("rebuilding %s: its builder now writes a different model", path)
+    else:
+        log.debug("building %s", spec.name)
     write_atomic(path, data)
-    return _index_row(spec, path, model, len(data), config.opset, config.seed)
+    return row, True
 
 
-def _existing_row(spec: ModelSpec, path: Path, previous: dict[str, dict[str, Any]],
-                  config: ZooConfig) -> dict[str, Any]:
-    """Index row of a model already on disk: reused from the old index when the file size matches."""
-    size = path.stat().st_size
-    row = previous.get(spec.name)
-    if row is None or row.get("size_bytes") != size or row.get("file") != path.name:
-        model = _load_existing(path)
-        row = _index_row(spec, path, model, size, _opset_of(model), config.seed)
-    if (row["opset"], row["seed"]) != (config.opset, config.seed):
-        log.warning("%s was built with opset %s / seed %s, the config says %s / %s: delete it to rebuild",
-                    path, row["opset"], row["seed"], config.opset, config.seed)
-    return row
-
-
-def _load_existing(path: Path) -> onnx.ModelProto:
-    """An ONNX file already in the zoo folder; an unreadable one is a HaseError saying to delete it."""
+def _same_bytes(path: Path, data: bytes) -> bool:
+    """Whether the file holds exactly `data` (the size is checked before the file is read)."""
     try:
-        return onnx.load(str(path), load_external_data=False)
-    except Exception as exc:  # protobuf raises its own DecodeError types
-        raise HaseError(f"{path} is not a readable ONNX model ({exc}): delete it and rerun to rebuild it") from exc
+        return path.stat().st_size == len(data) and path.read_bytes() == data
+    except OSError:
+        return False
 
 
 def _index_row(spec: ModelSpec, path: Path, model: onnx.ModelProto, size: int, opset: int,
@@ -121,30 +114,9 @@ def _index_row(spec: ModelSpec, path: Path, model: onnx.ModelProto, size: int, o
             "seed": seed}
 
 
-def _opset_of(model: onnx.ModelProto) -> int:
-    """The model's default-domain opset, -1 when it imports none."""
-    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), -1)
-
-
 def _params_json(spec: ModelSpec) -> str:
     """The spec's parameters as compact JSON (stored in the model's metadata and the index)."""
     return json.dumps(spec.kwargs(), separators=(",", ":"))
-
-
-def _read_index(path: Path) -> dict[str, dict[str, Any]]:
-    """Rows of an existing index.csv by model name; an unreadable index is ignored (it is rebuilt)."""
-    if not path.exists():
-        return {}
-    try:
-        with path.open(newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
-        for row in rows:
-            for col in _INT_COLUMNS:
-                row[col] = int(row[col])
-    except (OSError, csv.Error, KeyError, TypeError, ValueError) as exc:
-        log.warning("ignoring unreadable %s (%s); it will be rewritten", path, exc)
-        return {}
-    return {row["name"]: row for row in rows}
 
 
 def _write_index(path: Path, rows: list[dict[str, Any]]) -> None:

@@ -300,7 +300,7 @@ def test_shipped_configs_are_valid_and_sized():
 
 
 # ---- ensure_zoo and the CLI ---------------------------------------------------------------------------
-def test_ensure_zoo_writes_atomically_skips_existing_and_indexes(tmp_path):
+def test_ensure_zoo_writes_atomically_skips_current_files_rebuilds_stale_ones_and_indexes(tmp_path):
     config = _write_config(tmp_path / "tiny.toml", TINY_CONFIG)
     out = tmp_path / "zoo"
     entries = list(zoo.ensure_zoo(config, out))
@@ -324,10 +324,15 @@ def test_ensure_zoo_writes_atomically_skips_existing_and_indexes(tmp_path):
     with (folder / "index.csv").open(newline="") as f:
         assert list(csv.DictReader(f)) == rows
 
+    # a file its builder would not write today (an older builder's, or damaged) is rewritten, never trusted by name
+    stale = zoo.build_model(entries[1].spec, seed=4).SerializeToString()
+    entries[1].path.write_bytes(stale)
     entries[2].path.write_bytes(b"not onnx")
-    (folder / "index.csv").unlink()
-    with pytest.raises(HaseError, match=r"is not a readable ONNX model .*delete it and rerun"):
-        list(zoo.ensure_zoo(config, out))
+    third = list(zoo.ensure_zoo(config, out))
+    assert [e.built for e in third] == [False, True, True]
+    assert all(e.path.read_bytes() == zoo.build_model(e.spec, seed=3).SerializeToString() for e in third)
+    with (folder / "index.csv").open(newline="") as f:
+        assert list(csv.DictReader(f)) == rows
 
 
 def test_interrupted_build_leaves_no_partial_file(tmp_path, monkeypatch):
