@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "zoo",
         help="build the ONNX model zoo described by a config",
         description=(
-            "Build every model of a zoo config into OUT/<config name>/ (skipping files that already exist) "
+            "Build every model of a zoo config into OUT/<config name>/ (rewriting only files that are missing or "
+            "differ from what the builder writes now) "
             "and write OUT/<config name>/index.csv. Models are generated offline with seeded random weights."
         ),
     )
