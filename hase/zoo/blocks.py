@@ -27,10 +27,18 @@ MAX_DIM = 1 << 16
 MEMORY_FLOPS = 50  # one dimension of a sampled block (the tensor-size limit still applies on top)
 ELTWISE_OPS = ("Add", "Mul", "Sub", "Div", "Relu", "Sigmoid", "Clip", "Tanh", "HardSwish", "Erf", "Transpose",
                "Concat")
-# data movement the element-wise block also writes (op names of the block, not ONNX op types): a 4-D head
-# transpose (attention's [1, tokens, heads, dim] -> [1, heads, tokens, dim]) and Resize in ORT's three modes,
-# nearest/linear 2x upsampling as in FPN-style necks and a cubic ~0.93x downsampling as in CrossViT's branches
-MOVEMENT_OPS = ("Transpose0213", "ResizeNearest", "ResizeLinear", "ResizeCubic")
+# what else the element-wise block writes (op names of the block, not ONNX op types), for kernels whose time a
+# forest cannot guess from element counts alone:
+# - head transposes as attention writes them: [1, tokens, heads, dim] -> [1, heads, tokens, dim] (0213), keys
+#   transposed for q @ k^T (0231), and what is left of timm's qkv permute(2, 0, 3, 4, 1) after ORT splits q, k
+#   and v (XCiT): [1, tokens, 1, heads, dim] -> [1, 1, heads, dim, tokens] (20341), which ORT walks element by
+#   element (it moves more than one axis, unit axes included), 9x the time of the same copy by (0, 2, 3, 4, 1);
+# - Softmax over the tokens axis of [1, heads, tokens, dim] (CoaT's factorized attention normalizes keys over
+#   tokens, not over the last axis: 10x the time of a last-axis softmax of the same size);
+# - Resize in ORT's three modes: nearest/linear 2x upsampling as in FPN-style necks, and a cubic ~0.93x
+#   downsampling as in CrossViT's branches
+TRANSPOSE_OPS = ("Transpose0213", "Transpose0231", "Transpose20341")
+MOVEMENT_OPS = (*TRANSPOSE_OPS, "SoftmaxTokens", "ResizeNearest", "ResizeLinear", "ResizeCubic")
 RESIZE_MODES = {"ResizeNearest": ("nearest", 2.0), "ResizeLinear": ("linear", 2.0), "ResizeCubic": ("cubic", 0.93)}
 RESIZE_MAX_ELEMENTS = 1 << 21  # input elements of a sampled Resize (the 2x output is 4x that)
 
@@ -41,7 +49,7 @@ MAIN_OPS: dict[str, frozenset[str]] = {
     "sampled-attention": frozenset({"MatMul", "FusedMatMul"}),
     "sampled-norm": frozenset({"LayerNormalization", "SkipLayerNormalization"}),
     "sampled-pool": frozenset({"MaxPool", "AveragePool", "GlobalAveragePool"}),
-    "sampled-eltwise": frozenset(ELTWISE_OPS) | {"Resize"},
+    "sampled-eltwise": frozenset(ELTWISE_OPS) | {"Resize", "Softmax"},
 }
 
 
@@ -153,11 +161,17 @@ def build_eltwise(g: GraphBuilder, p: dict[str, Any]) -> None:
 
 
 def _movement(g: GraphBuilder, op: str, rows: int, width: int) -> Tensor:
-    """The head transpose ([1, rows, heads, width / heads], perm 0213) or a Resize of [1, c, side, side]."""
+    """A head transpose or a softmax over tokens (rows tokens, `width` split into heads), or a Resize of
+    [1, c, side, side]."""
+    heads = math.gcd(width, 8)
     if op == "Transpose0213":
-        heads = math.gcd(width, 8)
-        x = g.input("input", (1, rows, heads, width // heads))
-        return g.transpose(x, (0, 2, 1, 3))
+        return g.transpose(g.input("input", (1, rows, heads, width // heads)), (0, 2, 1, 3))
+    if op == "Transpose0231":
+        return g.transpose(g.input("input", (1, rows, heads, width // heads)), (0, 2, 3, 1))
+    if op == "Transpose20341":
+        return g.transpose(g.input("input", (1, rows, 1, heads, width // heads)), (2, 0, 3, 4, 1))
+    if op == "SoftmaxTokens":
+        return g.softmax(g.input("input", (1, heads, rows, width // heads)), 2)
     mode, scale = RESIZE_MODES[op]
     side = max(7, min(width, 320))
     channels = max(1, min(rows, RESIZE_MAX_ELEMENTS // (side * side)))

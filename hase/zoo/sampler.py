@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from hase.errors import HaseError
-from hase.zoo.blocks import ELTWISE_OPS, MOVEMENT_OPS, block_flops
+from hase.zoo.blocks import ELTWISE_OPS, MOVEMENT_OPS, TRANSPOSE_OPS, block_flops
 from hase.zoo.ranges import KernelRanges, read_ranges
 from hase.zoo.registry import ModelSpec, get_family
 
@@ -44,7 +44,7 @@ from hase.zoo.registry import ModelSpec, get_family
 SOURCES = {"conv": "conv", "matmul": "matmul", "attention": "batched_matmul", "norm": "norm", "pool": "pool",
            "eltwise": "eltwise"}
 DEFAULT_SHARES = {"conv": 0.35, "matmul": 0.25, "attention": 0.1, "norm": 0.08, "pool": 0.07, "eltwise": 0.15}
-MOVEMENT_SHARE = 0.5  # of the other data-movement draws: a 4-D head transpose instead
+MOVEMENT_SHARE = 0.5  # of the other data-movement draws: a head transpose (TRANSPOSE_OPS) instead
 # Rare in real graphs but not predictable from their neighbours: a forest that never saw a grouped convolution
 # (14 of the 1,059 conv kernels of kernel_ranges.csv, RegNets' and DLA's) predicted RegNets 1.6-2.4x too slow,
 # one that never saw a Resize put CrossViT's bicubic 240->224 resize (21 ms, a third of the model) at 0.05 ms.
@@ -54,6 +54,11 @@ GROUPED_SHARE = 0.15
 GROUP_WIDTHS = (8, 16, 24, 32, 48, 64)
 RESIZE_SHARE = 0.25
 RESIZE_OPS = tuple(op for op in MOVEMENT_OPS if op.startswith("Resize"))
+RESIZE_WEIGHTS = tuple(0.5 if op == "ResizeCubic" else 0.5 / (len(RESIZE_OPS) - 1) for op in RESIZE_OPS)  # cubic:
+# ~20x the time per element of the other two, the one a few points cannot pin down
+# Softmax over a non-last axis (CoaT's keys over tokens: 5.9 ms predicted 0.5 ms by a forest that had only seen
+# last-axis softmaxes), sized as a head-split [1, heads, tokens, dim] tensor of the movement ranges
+SOFTMAX_TOKENS_SHARE = 0.1
 _ROUND8 = frozenset({"c_in", "c_out", "channels", "k", "n", "hidden", "width", "group_width"})
 _TRIES = 200
 
@@ -238,9 +243,11 @@ def _eltwise(d: Draw) -> dict[str, Any]:
     source = "movement" if d.rng.random() < 0.3 else "eltwise"
     op = d.cat("op", ELTWISE_OPS, source=source)
     if d.rng.random() < RESIZE_SHARE:
-        op, source = str(d.rng.choice(RESIZE_OPS)), "movement"
+        op, source = str(d.rng.choice(RESIZE_OPS, p=RESIZE_WEIGHTS)), "movement"
+    elif d.rng.random() < SOFTMAX_TOKENS_SHARE:
+        op, source = "SoftmaxTokens", "movement"
     elif source == "movement" and d.rng.random() < MOVEMENT_SHARE:  # a head transpose, sized as movement
-        op = "Transpose0213"
+        op = str(d.rng.choice(TRANSPOSE_OPS))
     return {"rows": d.num("rows", source), "width": d.num("width", source), "op": op}
 
 

@@ -82,6 +82,8 @@ def test_eltwise_block(op, out):
 
 @pytest.mark.parametrize(("op", "out", "mode"), [
     ("Transpose0213", (1, 8, 16, 5), None),  # [1, tokens 16, heads 8, 5] -> [1, heads, tokens, 5]
+    ("Transpose0231", (1, 8, 5, 16), None),  # keys transposed for q @ k^T
+    ("Transpose20341", (1, 1, 8, 5, 16), None),  # XCiT's 5-D [1, tokens, 1, heads, dim] -> [1, 1, heads, dim, tokens]
     ("ResizeNearest", (1, 16, 80, 80), "nearest"), ("ResizeLinear", (1, 16, 80, 80), "linear"),
     ("ResizeCubic", (1, 16, 37, 37), "cubic"),
 ])
@@ -90,6 +92,12 @@ def test_movement_block(op, out, mode):
     assert k.op_type == ("Transpose" if mode is None else "Resize") and k.outputs[0].shape == out
     if mode is not None:
         assert dict(k.attrs)["mode"] == mode
+
+
+def test_softmax_over_tokens_block():
+    """CoaT's factorized attention: Softmax over the tokens axis (2) of [1, heads, tokens, dim], not the last."""
+    (k,) = _kernels("sampled-eltwise", rows=16, width=40, op="SoftmaxTokens")
+    assert k.op_type == "Softmax" and dict(k.attrs)["axis"] == 2 and k.outputs[0].shape == (1, 8, 16, 5)
 
 
 def test_block_families_and_costs():
