@@ -44,7 +44,6 @@ from hase.zoo.registry import ModelSpec, get_family
 SOURCES = {"conv": "conv", "matmul": "matmul", "attention": "batched_matmul", "norm": "norm", "pool": "pool",
            "eltwise": "eltwise"}
 DEFAULT_SHARES = {"conv": 0.35, "matmul": 0.25, "attention": 0.1, "norm": 0.08, "pool": 0.07, "eltwise": 0.15}
-MOVEMENT_SHARE = 0.5  # of the other data-movement draws: a head transpose (TRANSPOSE_OPS) instead
 # Rare in real graphs but not predictable from their neighbours: a forest that never saw a grouped convolution
 # (14 of the 1,059 conv kernels of kernel_ranges.csv, RegNets' and DLA's) predicted RegNets 1.6-2.4x too slow,
 # one that never saw a Resize put CrossViT's bicubic 240->224 resize (21 ms, a third of the model) at 0.05 ms.
@@ -58,7 +57,10 @@ RESIZE_WEIGHTS = tuple(0.5 if op == "ResizeCubic" else 0.5 / (len(RESIZE_OPS) - 
 # ~20x the time per element of the other two, the one a few points cannot pin down
 # Softmax over a non-last axis (CoaT's keys over tokens: 5.9 ms predicted 0.5 ms by a forest that had only seen
 # last-axis softmaxes), sized as a head-split [1, heads, tokens, dim] tensor of the movement ranges
-SOFTMAX_TOKENS_SHARE = 0.1
+SOFTMAX_TOKENS_SHARE = 0.12
+# head transposes (TRANSPOSE_OPS): ORT's time per element differs 9x between permutations of the same data
+HEAD_TRANSPOSE_SHARE = 0.18
+TRANSPOSE_WEIGHTS = tuple(0.5 if op == "Transpose20341" else 0.5 / (len(TRANSPOSE_OPS) - 1) for op in TRANSPOSE_OPS)
 _ROUND8 = frozenset({"c_in", "c_out", "channels", "k", "n", "hidden", "width", "group_width"})
 _TRIES = 200
 
@@ -240,14 +242,18 @@ def _pool(d: Draw) -> dict[str, Any]:
 
 
 def _eltwise(d: Draw) -> dict[str, Any]:
-    source = "movement" if d.rng.random() < 0.3 else "eltwise"
-    op = d.cat("op", ELTWISE_OPS, source=source)
-    if d.rng.random() < RESIZE_SHARE:
+    """Resize, a softmax over tokens or a head transpose in fixed shares (sized as data movement), else an
+    element-wise or data-movement op as the ranges have them."""
+    r = d.rng.random()
+    if r < RESIZE_SHARE:
         op, source = str(d.rng.choice(RESIZE_OPS, p=RESIZE_WEIGHTS)), "movement"
-    elif d.rng.random() < SOFTMAX_TOKENS_SHARE:
+    elif r < RESIZE_SHARE + SOFTMAX_TOKENS_SHARE:
         op, source = "SoftmaxTokens", "movement"
-    elif source == "movement" and d.rng.random() < MOVEMENT_SHARE:  # a head transpose, sized as movement
-        op = str(d.rng.choice(TRANSPOSE_OPS))
+    elif r < RESIZE_SHARE + SOFTMAX_TOKENS_SHARE + HEAD_TRANSPOSE_SHARE:
+        op, source = str(d.rng.choice(TRANSPOSE_OPS, p=TRANSPOSE_WEIGHTS)), "movement"
+    else:
+        source = "movement" if d.rng.random() < 0.3 else "eltwise"
+        op = d.cat("op", ELTWISE_OPS, source=source)
     return {"rows": d.num("rows", source), "width": d.num("width", source), "op": op}
 
 
