@@ -33,14 +33,17 @@ ELTWISE_OPS = ("Add", "Mul", "Sub", "Div", "Relu", "Sigmoid", "Clip", "Tanh", "H
 #   transposed for q @ k^T (0231), and what is left of timm's qkv permute(2, 0, 3, 4, 1) after ORT splits q, k
 #   and v (XCiT): [1, tokens, 1, heads, dim] -> [1, 1, heads, dim, tokens] (20341), which ORT walks element by
 #   element (it moves more than one axis, unit axes included), 9x the time of the same copy by (0, 2, 3, 4, 1);
-# - Softmax over the tokens axis of [1, heads, tokens, dim] (CoaT's factorized attention normalizes keys over
-#   tokens, not over the last axis: 10x the time of a last-axis softmax of the same size);
+# - Softmax over the tokens axis, not the last one (CoaT's factorized attention normalizes keys over tokens):
+#   of [1, heads, tokens, dim] (axis 2) and of [1, tokens, heads, dim] (axis 1, what ORT runs in CoaT at `all`
+#   after moving a Transpose through it), 10x the time of the first on the same data;
 # - Resize in ORT's three modes: nearest/linear 2x upsampling as in FPN-style necks, and a cubic ~0.93x
 #   downsampling as in CrossViT's branches
 TRANSPOSE_OPS = ("Transpose0213", "Transpose0231", "Transpose20341")
-MOVEMENT_OPS = (*TRANSPOSE_OPS, "SoftmaxTokens", "ResizeNearest", "ResizeLinear", "ResizeCubic")
+SOFTMAX_OPS = ("SoftmaxAxis2", "SoftmaxAxis1")
+MOVEMENT_OPS = (*TRANSPOSE_OPS, *SOFTMAX_OPS, "ResizeNearest", "ResizeLinear", "ResizeCubic")
 RESIZE_MODES = {"ResizeNearest": ("nearest", 2.0), "ResizeLinear": ("linear", 2.0), "ResizeCubic": ("cubic", 0.93)}
-RESIZE_MAX_ELEMENTS = 1 << 21  # input elements of a sampled Resize (the 2x output is 4x that)
+RESIZE_MAX_ELEMENTS = 1 << 19  # input elements of a sampled Resize (the 2x output is 4x that; a cubic one of
+# this size takes ~80 ms a run, and CrossViT's, the largest in the 45 real models, 172k elements)
 
 #: the op types of each block family's sampled kernel, as ORT names them at `all` (refine finds it by these)
 MAIN_OPS: dict[str, frozenset[str]] = {
@@ -170,8 +173,10 @@ def _movement(g: GraphBuilder, op: str, rows: int, width: int) -> Tensor:
         return g.transpose(g.input("input", (1, rows, heads, width // heads)), (0, 2, 3, 1))
     if op == "Transpose20341":
         return g.transpose(g.input("input", (1, rows, 1, heads, width // heads)), (2, 0, 3, 4, 1))
-    if op == "SoftmaxTokens":
+    if op == "SoftmaxAxis2":
         return g.softmax(g.input("input", (1, heads, rows, width // heads)), 2)
+    if op == "SoftmaxAxis1":
+        return g.softmax(g.input("input", (1, rows, heads, width // heads)), 1)
     mode, scale = RESIZE_MODES[op]
     side = max(7, min(width, 320))
     channels = max(1, min(rows, RESIZE_MAX_ELEMENTS // (side * side)))

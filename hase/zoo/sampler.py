@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from hase.errors import HaseError
-from hase.zoo.blocks import ELTWISE_OPS, MOVEMENT_OPS, TRANSPOSE_OPS, block_flops
+from hase.zoo.blocks import ELTWISE_OPS, MOVEMENT_OPS, SOFTMAX_OPS, TRANSPOSE_OPS, block_flops
 from hase.zoo.ranges import KernelRanges, read_ranges
 from hase.zoo.registry import ModelSpec, get_family
 
@@ -55,8 +55,8 @@ RESIZE_SHARE = 0.25
 RESIZE_OPS = tuple(op for op in MOVEMENT_OPS if op.startswith("Resize"))
 RESIZE_WEIGHTS = tuple(0.5 if op == "ResizeCubic" else 0.5 / (len(RESIZE_OPS) - 1) for op in RESIZE_OPS)  # cubic:
 # ~20x the time per element of the other two, the one a few points cannot pin down
-# Softmax over a non-last axis (CoaT's keys over tokens: 5.9 ms predicted 0.5 ms by a forest that had only seen
-# last-axis softmaxes), sized as a head-split [1, heads, tokens, dim] tensor of the movement ranges
+# Softmax over a non-last axis (SOFTMAX_OPS; CoaT's keys over tokens: 5.9 ms predicted 0.5 ms by a forest that
+# had only seen last-axis softmaxes), sized as a head-split tensor of the movement ranges
 SOFTMAX_TOKENS_SHARE = 0.12
 # head transposes (TRANSPOSE_OPS): ORT's time per element differs 9x between permutations of the same data
 HEAD_TRANSPOSE_SHARE = 0.18
@@ -248,7 +248,7 @@ def _eltwise(d: Draw) -> dict[str, Any]:
     if r < RESIZE_SHARE:
         op, source = str(d.rng.choice(RESIZE_OPS, p=RESIZE_WEIGHTS)), "movement"
     elif r < RESIZE_SHARE + SOFTMAX_TOKENS_SHARE:
-        op, source = "SoftmaxTokens", "movement"
+        op, source = str(d.rng.choice(SOFTMAX_OPS)), "movement"
     elif r < RESIZE_SHARE + SOFTMAX_TOKENS_SHARE + HEAD_TRANSPOSE_SHARE:
         op, source = str(d.rng.choice(TRANSPOSE_OPS, p=TRANSPOSE_WEIGHTS)), "movement"
     else:

@@ -94,10 +94,13 @@ def test_movement_block(op, out, mode):
         assert dict(k.attrs)["mode"] == mode
 
 
-def test_softmax_over_tokens_block():
-    """CoaT's factorized attention: Softmax over the tokens axis (2) of [1, heads, tokens, dim], not the last."""
-    (k,) = _kernels("sampled-eltwise", rows=16, width=40, op="SoftmaxTokens")
-    assert k.op_type == "Softmax" and dict(k.attrs)["axis"] == 2 and k.outputs[0].shape == (1, 8, 16, 5)
+@pytest.mark.parametrize(("op", "axis", "shape"), [("SoftmaxAxis2", 2, (1, 8, 16, 5)),
+                                                   ("SoftmaxAxis1", 1, (1, 16, 8, 5))])
+def test_softmax_over_tokens_block(op, axis, shape):
+    """CoaT's factorized attention: Softmax over the tokens axis of [1, heads, tokens, dim] or, as ORT runs it at
+    `all`, of [1, tokens, heads, dim]; never the last axis."""
+    (k,) = _kernels("sampled-eltwise", rows=16, width=40, op=op)
+    assert k.op_type == "Softmax" and dict(k.attrs)["axis"] == axis and k.outputs[0].shape == shape
 
 
 def test_block_families_and_costs():
