@@ -105,9 +105,10 @@ class Timing:
 
 @dataclass(frozen=True)
 class CanaryPolicy:
-    """When and how the canary kernel (a fixed MatMul) checks that the host is as quiet as it was.
+    """When and how the canary (a fixed MatMul and a one-Add session run) checks that the host is as quiet as it was.
 
-    Each check times the canary `runs` times (after `warmup`) and takes the mean; a check slower than the
+    Each check times the MatMul `runs` times and the session run 10 x `runs` times (each after `warmup`) and takes
+    the means; a check with either slower than the
     run's reference (its quickest check so far) by more than `busy_ratio` waits `wait_s` and tries again, at
     most `retries` times, before the job is measured anyway and flagged `host_busy`. Checks run before every
     full-model job and before every `every_kernels`-th kernel job; `enabled = False` turns them off.

@@ -22,7 +22,7 @@ from hase.predict import dataset as D
 POLICY = CanaryPolicy(busy_ratio=1.3, retries=2, wait_s=1.5, every_kernels=2)
 
 
-def fake(times: list[float], policy: CanaryPolicy = POLICY) -> tuple[Canary, list[float]]:
+def fake(times: list[float] | list[tuple[float, float]], policy: CanaryPolicy = POLICY) -> tuple[Canary, list[float]]:
     """A canary whose checks take the given times (ms), in order, and whose sleeps are recorded, not slept."""
     it = iter(times)
     slept: list[float] = []
@@ -60,10 +60,21 @@ def test_a_host_that_stays_slow_flags_the_job_and_the_next_checks_do_not_wait():
     assert (again.tries, again.busy, again.canary_ms) == (2, False, 1.0) and canary.waited_s == 4.5
 
 
-def test_the_real_canary_times_a_matmul():
+def test_the_real_canary_times_a_matmul_and_a_session_run():
     timer = canary_timer(EPConfig(name="cpu-test"), CanaryPolicy(runs=5, warmup=1, size=64))
     times = [timer() for _ in range(3)]
-    assert all(0 < t < 100 for t in times)
+    assert all(len(t) == 2 and 0 < t[0] < 100 and 0 < t[1] < 100 for t in times)
+
+
+def test_a_slow_session_run_alone_makes_the_host_busy():
+    """Stretches where the smallest kernels ran 1.6x slower while the MatMul ran 1.2x slower (seen in a collect
+    here): the per-run probe's own ratio decides; canary_ms stays the MatMul's."""
+    canary, slept = fake([(1.0, 0.030), (1.2, 0.048), (1.2, 0.047), (1.2, 0.049), (1.0, 0.031)])
+    canary.check()
+    check = canary.check()
+    assert check.busy and check.ratio == pytest.approx(0.049 / 0.030) and check.canary_ms == 1.2 and check.tries == 3
+    assert check.columns()["canary_ratio"] == pytest.approx(0.049 / 0.030) and check.columns()["host_busy"] == 1
+    assert slept == [1.5, 1.5] and not canary.check().busy and canary.overhead_reference_ms == 0.030
 
 
 @pytest.fixture()
