@@ -13,6 +13,7 @@ from hase.kernels.types import KernelSpec, TensorSpec
 from hase.measure.types import EPConfig
 from hase.predict import features as F
 from hase.predict.features.common import fold_hw, hw_pads, hw_pair
+from hase.predict.features.movement import moves_single_axis
 from hase.predict.features.reduce import reduced_axes
 from hase.predict.features.registry import feature_family
 
@@ -97,7 +98,18 @@ def test_window_helpers_fold_1d_2d_3d_into_height_and_width():
 
 def test_movement_transpose_and_concat():
     t = F.extract(spec("Transpose", [((2, 64, 2, 64), False)], [(2, 2, 64, 64)], [("perm", [0, 2, 1, 3])]))
-    assert t["perm_moved"] == 2 and t["last_axis_kept"] == 1 and t["inner_block"] == 64
+    assert t["perm_moved"] == 2 and t["last_axis_kept"] == 1 and t["inner_block"] == 64 and t["single_axis_move"] == 1
+    xcit = F.extract(spec("Transpose", [((1, 196, 1, 4, 32), False)], [(1, 1, 4, 32, 196)],
+                          [("perm", [2, 0, 3, 4, 1])]))
+    assert xcit["single_axis_move"] == 0 and xcit["last_axis_kept"] == 0
+
+
+@pytest.mark.parametrize(("perm", "single"), [
+    ([0, 2, 3, 4, 1], True), ([0, 2, 1, 3], True), ([0, 3, 1, 2], True), ([1, 0], True), ([0, 1, 3, 2], True),
+    ([2, 0, 3, 4, 1], False), ([0, 1, 2], False), ([3, 2, 1, 0], False), ([1, 0, 3, 2], False),
+])
+def test_single_axis_moves_are_orts_fast_transposes(perm, single):
+    assert moves_single_axis(perm) is single
     c = F.extract(spec("Concat", [((1, 8, 4, 4), False), ((1, 8, 4, 4), False)], [(1, 16, 4, 4)], [("axis", 1)]))
     assert c["axis_from_end"] == 2 and c["inner_block"] == 16 and c["n_inputs"] == 2
 
@@ -148,3 +160,15 @@ def test_features_of_a_real_kernel_graph(opt_level):
     assert F.extract(first)["flops"] == 2 * c_out * 16 * 16 * 3 * 9
     costs = F.cost_frame(specs)
     assert list(costs.columns) == ["key", "family", "flops", "bytes"] and np.all(costs["bytes"] > 0)
+
+
+def test_softmax_axis_position_and_pad_is_no_resize():
+    """Where the softmax axis lies decides ORT's path (CoaT's [1, 3137, 8, 8] over axis 1: 10x the time of the same
+    data over axis 2 of [1, 8, 3137, 8]); a Pad's own mode attribute is not a Resize mode."""
+    coat = F.extract(spec("Softmax", [((1, 3137, 8, 8), False)], [(1, 3137, 8, 8)], [("axis", 1)]))
+    assert (coat["axis_from_end"], coat["inner"], coat["last_axis"], coat["axis_size"]) == (2, 64, 0, 3137)
+    last = F.extract(spec("Softmax", [((1, 4, 64, 64), False)], [(1, 4, 64, 64)], [("axis", -1)]))
+    assert (last["axis_from_end"], last["inner"], last["last_axis"]) == (0, 1, 1)
+    pad = F.extract(spec("Pad", [((1, 8, 16, 8), False)], [(1, 8, 18, 8)], [("mode", "constant")]))
+    cubic = F.extract(spec("Resize", [((1, 3, 240, 240), False)], [(1, 3, 224, 224)], [("mode", "cubic")]))
+    assert pad["mode"] == -1 and cubic["mode"] == 2
