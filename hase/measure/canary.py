@@ -12,7 +12,8 @@ only adds time, so the quickest check is the quietest host seen; the first check
 first reference. A check more than `busy_ratio` slower than the reference waits `wait_s` and tries again,
 at most `retries` times; if the host stays slow, the job is measured anyway and its rows carry
 `host_busy = 1` with the ratio, so training can drop or down-weight them and reports can count them. While the
-host stays busy, later checks try once without waiting (the waiting is bounded per busy stretch, not per job).
+host stays busy, later checks try once without waiting (the waiting is bounded per busy stretch, not per job),
+and once the run has waited `max_wait_s` in all, checks only flag.
 
     >>> canary = Canary(canary_timer(ep, policy), policy)
     >>> canary.check().columns()
@@ -86,7 +87,8 @@ class Canary:
 
     def check(self) -> CanaryCheck:
         """Time the canary; while it is over the bound, wait and retry (not while the host stays busy)."""
-        retries = 0 if self.last is not None and self.last.busy else self.policy.retries
+        stay_busy = self.last is not None and self.last.busy
+        retries = 0 if stay_busy or self.waited_s >= self.policy.max_wait_s else self.policy.retries
         waited = 0.0
         for attempt in range(retries + 1):
             t0 = self.clock()

@@ -56,7 +56,8 @@ _TABLES: dict[str, dict[str, _Range]] = {
     "robust": {"blocks": _Range(int, 1, 100), "noise_bound": _Range(float, 0.001, 10)},
     "canary": {"size": _Range(int, 16, 2048), "warmup": _Range(int, 0, 1000), "runs": _Range(int, 1, 10_000),
                "busy_ratio": _Range(float, 1.01, 100), "retries": _Range(int, 0, 100),
-               "wait_s": _Range(float, 0, 600), "every_kernels": _Range(int, 1, 1_000_000)},
+               "wait_s": _Range(float, 0, 600), "every_kernels": _Range(int, 1, 1_000_000),
+               "max_wait_s": _Range(float, 0, 86_400)},
 }
 #: keys that are true or false, per table
 _FLAGS: dict[str, set[str]] = {"canary": {"enabled"}}

@@ -110,8 +110,9 @@ class CanaryPolicy:
     Each check times the MatMul `runs` times and the session run 10 x `runs` times (each after `warmup`) and takes
     the means; a check with either slower than the
     run's reference (its quickest check so far) by more than `busy_ratio` waits `wait_s` and tries again, at
-    most `retries` times, before the job is measured anyway and flagged `host_busy`. Checks run before every
-    full-model job and before every `every_kernels`-th kernel job; `enabled = False` turns them off.
+    most `retries` times, before the job is measured anyway and flagged `host_busy`; once a run has waited
+    `max_wait_s` in all, it stops waiting and only flags (the collect budget holds on a busy host). Checks run
+    before every full-model job and before every `every_kernels`-th kernel job; `enabled = False` turns them off.
     """
 
     enabled: bool = True
@@ -122,6 +123,7 @@ class CanaryPolicy:
     retries: int = 3
     wait_s: float = 2.0
     every_kernels: int = 50
+    max_wait_s: float = 120.0
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,17 @@ def test_a_host_that_stays_slow_flags_the_job_and_the_next_checks_do_not_wait():
     assert (again.tries, again.busy, again.canary_ms) == (2, False, 1.0) and canary.waited_s == 4.5
 
 
+def test_waiting_stops_after_max_wait_s_and_checks_only_flag():
+    policy = CanaryPolicy(busy_ratio=1.3, retries=2, wait_s=1.5, max_wait_s=3.0)
+    canary, slept = fake([1.0, 2.0, 1.0, 2.0, 2.0, 2.0, 1.0, 2.0], policy)
+    canary.check()
+    assert not canary.check().busy and slept == [1.5]  # quiet after one wait
+    assert canary.check().busy and slept == [1.5, 1.5, 1.5]  # busy through 2 retries: 4.5 s waited in all
+    assert not canary.check().busy  # quiet again
+    late = canary.check()  # busy, but the run has waited max_wait_s: one try, flagged, no wait
+    assert (late.busy, late.tries) == (True, 1) and slept == [1.5, 1.5, 1.5] and canary.waited_s == 4.5
+
+
 def test_the_real_canary_times_a_matmul_and_a_session_run():
     timer = canary_timer(EPConfig(name="cpu-test"), CanaryPolicy(runs=5, warmup=1, size=64))
     times = [timer() for _ in range(3)]
