@@ -85,6 +85,9 @@ class KernelPredictor:
         base: correct a linear FLOPs/bytes cost model (True) or predict latency directly (False).
         weight_power: weight each training kernel by latency**p (0: all equal; 1: in proportion to
             its time, so the trees spend their splits where a model's sum is decided).
+        family_exclude: keys whose kernels the family fallback forests leave out (they keep their own forest):
+            ops whose time per element is far from their family's, e.g. Resize, whose cubic interpolation made a
+            Slice that fell back to the movement forest 6 ms (measured ~0.1 ms).
     """
 
     forests_: dict[str, Member]
@@ -96,7 +99,8 @@ class KernelPredictor:
 
     def __init__(self, params: Mapping[str, Mapping[str, Any]] | None = None, log_target: bool = True,
                  min_samples: int = 8, tree_scale: float = 1.0, random_state: int = 0, n_jobs: int = 1,
-                 aliases: Mapping[str, str] | None = None, base: bool = True, weight_power: float = 0.0) -> None:
+                 aliases: Mapping[str, str] | None = None, base: bool = True, weight_power: float = 0.0,
+                 family_exclude: Sequence[str] = ()) -> None:
         self.params = params
         self.log_target = log_target
         self.min_samples = min_samples
@@ -106,6 +110,7 @@ class KernelPredictor:
         self.aliases = aliases
         self.base = base
         self.weight_power = weight_power
+        self.family_exclude = tuple(family_exclude)
 
     def key_of(self, spec: KernelSpec) -> str:
         """The predictor key of a kernel: `features.kernel_key`, with op-type aliases applied."""
@@ -144,7 +149,9 @@ class KernelPredictor:
             else:
                 self.forests_[key] = self._fit_one(specs, y, w, idx, F.get_family(fam), key)
         for fam in sorted(set(fams) - {F.GENERIC}):
-            idx = np.flatnonzero(fams == fam)
+            idx = np.flatnonzero((fams == fam) & ~np.isin(keys, self.family_exclude))
+            if not len(idx):
+                continue
             own = set(keys[idx])
             if len(own) == 1 and next(iter(own)) in self.forests_:  # one key: its forest is the family's
                 self.family_forests_[fam] = self.forests_[next(iter(own))]

@@ -62,6 +62,7 @@ class TrainConfig:
     weight_power: float = 0.0
     busy: str = "drop"
     busy_weight: float = 0.2
+    family_exclude: tuple[str, ...] = ()
     forest: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
@@ -69,7 +70,7 @@ class TrainConfig:
         """A fresh, unfitted predictor with these settings (smaller forests inside cross-validation)."""
         return KernelPredictor(self.forest, self.log_target, self.min_samples,
                                self.cv_tree_scale if cv else self.tree_scale, self.random_state, self.n_jobs,
-                               self.aliases, self.base, self.weight_power)
+                               self.aliases, self.base, self.weight_power, self.family_exclude)
 
     def busy_policy(self) -> BZ.BusyPolicy:
         """What training does with rows measured on a busy host or noisy (`hase.predict.busy`)."""
@@ -86,6 +87,10 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
         raise HaseError(f"{path}: unknown [training] keys {sorted(unknown)}: use {sorted(known)}")
     training.update({k: v for k, v in overrides.items() if v is not None})
     training["targets"] = tuple(D.check_target(t) for t in training.get("targets", D.TARGETS))
+    exclude = training.get("family_exclude", [])
+    if not isinstance(exclude, list) or not all(isinstance(k, str) for k in exclude):
+        raise HaseError(f"{path}: [training] family_exclude must be a list of op types, e.g. [\"Resize\"]")
+    training["family_exclude"] = tuple(exclude)
     cfg = TrainConfig(**training, forest=raw.get("forest", {}), aliases=raw.get("keys", {}))
     if cfg.save_targets not in ("default", "all"):
         raise HaseError(f"{path}: save_targets must be 'default' or 'all', not {cfg.save_targets!r}")

@@ -161,3 +161,29 @@ def test_from_arrays_refuses_what_does_not_fit(fitted, edit, error, match):
     meta, arrays = edit(json.loads(json.dumps(meta)), arrays)  # as it comes back from the file
     with pytest.raises(error, match=match):
         KernelPredictor.from_arrays(meta, arrays)
+
+
+def _movement(op: str, n: int) -> KernelSpec:
+    x, y = TensorSpec("x", (1, 8, n, n), "float32"), TensorSpec("y", (1, 8, n, n), "float32")
+    attrs: tuple[tuple[str, object], ...] = {"Resize": (("mode", "cubic"),), "Transpose": (("perm", [0, 1, 3, 2]),),
+                                             "Slice": ()}[op]
+    return KernelSpec(f"{op}{n}", op, "", attrs, (x,), (y,))
+
+
+def test_family_forests_leave_out_the_excluded_keys():
+    """A Slice (too few kernels for a forest of its own) falls back to the movement family's forest; with Resize
+    in it, whose cubic interpolation costs far more per element, that forest predicts the Slice like a Resize."""
+    sizes = (8, 12, 16, 24, 32, 48, 64, 96)
+    specs = [_movement("Resize", n) for n in sizes] + [_movement("Transpose", n) for n in sizes]
+    specs += [_movement("Slice", n) for n in (16, 32, 64)]
+    per_elem = {"Resize": 2e-4, "Transpose": 2e-6, "Slice": 2e-6}  # ms per element: synthetic, plumbing only
+    y = [0.005 + per_elem[s.op_type] * 8 * int(s.kernel_id[len(s.op_type):]) ** 2 for s in specs]
+    params = {"default": {"n_estimators": 16, "max_depth": 12}}
+    probe = _movement("Slice", 48)
+    truth = 0.005 + 2e-6 * 8 * 48**2
+    mixed = KernelPredictor(params, min_samples=5, random_state=1).fit(specs, y)
+    apart = KernelPredictor(params, min_samples=5, random_state=1, family_exclude=("Resize",)).fit(specs, y)
+    assert mixed.route(probe)[:2] == apart.route(probe)[:2] == ("Slice", SOURCE_FAMILY)
+    assert "Resize" in apart.forests_  # it keeps its own forest
+    assert abs(apart.predict([probe])[0] / truth - 1) < abs(mixed.predict([probe])[0] / truth - 1)
+    assert apart.predict([probe])[0] < 3 * truth
