@@ -113,27 +113,23 @@ class Canary:
         return result
 
 
-def canary_model(size: int) -> onnx.ModelProto:
-    """MatMul of two [size, size] float inputs (no constant weights: nothing is pre-packed or cached)."""
-    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [size, size])
-    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, [size, size])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [size, size])
-    g = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"], name="canary")], "canary", [a, b], [y])
+def _binary_model(op: str, shape: list[int], name: str) -> onnx.ModelProto:
+    """One `op` of two float inputs of `shape` (no constant weights: nothing is pre-packed or cached)."""
+    a, b, y = (helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("a", "b", "y"))
+    g = helper.make_graph([helper.make_node(op, ["a", "b"], ["y"], name=name)], name, [a, b], [y])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="hase")
     m.ir_version = 8
     return m
+
+
+def canary_model(size: int) -> onnx.ModelProto:
+    """MatMul of two [size, size] float inputs: the compute probe."""
+    return _binary_model("MatMul", [size, size], "canary")
 
 
 def overhead_model() -> onnx.ModelProto:
     """One Add of two [1, 16] float inputs: a session run that is almost all of `session.run`'s own cost."""
-    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 16])
-    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 16])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])
-    g = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"], name="canary_overhead")], "canary_overhead",
-                          [a, b], [y])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="hase")
-    m.ir_version = 8
-    return m
+    return _binary_model("Add", [1, 16], "canary_overhead")
 
 
 #: runs of the per-run probe for each MatMul run: ~30 us each, so its block lasts about as long as the MatMul's

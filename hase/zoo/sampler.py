@@ -53,14 +53,21 @@ GROUPED_SHARE = 0.15
 GROUP_WIDTHS = (8, 16, 24, 32, 48, 64)
 RESIZE_SHARE = 0.25
 RESIZE_OPS = tuple(op for op in MOVEMENT_OPS if op.startswith("Resize"))
-RESIZE_WEIGHTS = tuple(0.5 if op == "ResizeCubic" else 0.5 / (len(RESIZE_OPS) - 1) for op in RESIZE_OPS)  # cubic:
-# ~20x the time per element of the other two, the one a few points cannot pin down
+
+
+def _half_on(favoured: str, ops: tuple[str, ...]) -> tuple[float, ...]:
+    """Choice weights: half on `favoured`, the other half shared by the rest of `ops`."""
+    return tuple(0.5 if op == favoured else 0.5 / (len(ops) - 1) for op in ops)
+
+
+# cubic: ~20x the time per element of the other two, the one a few points cannot pin down
+RESIZE_WEIGHTS = _half_on("ResizeCubic", RESIZE_OPS)
 # Softmax over a non-last axis (SOFTMAX_OPS; CoaT's keys over tokens: 5.9 ms predicted 0.5 ms by a forest that
 # had only seen last-axis softmaxes), sized as a head-split tensor of the movement ranges
 SOFTMAX_TOKENS_SHARE = 0.12
 # head transposes (TRANSPOSE_OPS): ORT's time per element differs 9x between permutations of the same data
 HEAD_TRANSPOSE_SHARE = 0.18
-TRANSPOSE_WEIGHTS = tuple(0.5 if op == "Transpose20341" else 0.5 / (len(TRANSPOSE_OPS) - 1) for op in TRANSPOSE_OPS)
+TRANSPOSE_WEIGHTS = _half_on("Transpose20341", TRANSPOSE_OPS)
 _ROUND8 = frozenset({"c_in", "c_out", "channels", "k", "n", "hidden", "width", "group_width"})
 _TRIES = 200
 
