@@ -28,6 +28,8 @@ FITTERS = ("none", "ols", "relative", "huber")
 CANDIDATES = (("raw", "none"), ("scale", "ols"), ("scale", "relative"), ("scale", "huber"),
               ("per_kernel", "ols"), ("per_kernel", "relative"), ("per_kernel", "huber"))
 COEFFICIENTS = ("alpha", "beta", "gamma")
+MIN_SHARE = 0.05  # the least share of a kernel sum a calibration leaves: only a model far below the fitted sizes
+# reaches it (standalone `warm` sums overshoot a model up to 13x, so a larger share would cut real predictions)
 
 
 @dataclass(frozen=True)
@@ -46,9 +48,10 @@ class Calibration:
         return self.form if self.form == "raw" else f"{self.form}/{self.fitter}"
 
     def apply(self, sum_ms: ArrayLike, n_kernels: ArrayLike) -> NDArray[np.float64]:
-        """Calibrated latency (ms) from kernel sums and kernel counts."""
+        """Calibrated latency (ms) from kernel sums and kernel counts, never under MIN_SHARE of the sum: below the
+        smallest models it was fitted on, a negative intercept would make a one-kernel model's latency negative."""
         s, n = np.asarray(sum_ms, np.float64), np.asarray(n_kernels, np.float64)
-        return self.alpha * s + self.gamma * n + self.beta
+        return np.maximum(self.alpha * s + self.gamma * n + self.beta, MIN_SHARE * s)
 
     def to_dict(self) -> dict[str, Any]:
         """The form, fitter and coefficients as a plain dict (for the manifest)."""

@@ -34,6 +34,10 @@ PARAM_TYPES: dict[str, tuple[type, ...]] = {
     "params": (dict, type(None)), "log_target": (bool,), "min_samples": (int,), "tree_scale": (int, float),
     "random_state": (int,), "n_jobs": (int,), "aliases": (dict, type(None)), "base": (bool,),
     "weight_power": (int, float)}
+# parameters added since the first saved predictors: their value when a saved predictor has none
+PARAM_DEFAULTS: dict[str, Any] = {"tree_mean": "arithmetic"}
+PARAM_TYPES["tree_mean"] = (str,)
+TREE_MEANS = ("arithmetic", "geometric")
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,9 @@ class KernelPredictor:
         family_exclude: keys whose kernels the family fallback forests leave out (they keep their own forest):
             ops whose time per element is far from their family's, e.g. Resize, whose cubic interpolation made a
             Slice that fell back to the movement forest 6 ms (measured ~0.1 ms).
+        tree_mean: how a kernel's tree predictions (latencies) combine: "arithmetic" (the mean) or "geometric"
+            (exp of the mean log, the forest's own mean where the trees fit log latency: one tree whose leaf holds
+            a kernel 20x larger cannot multiply the prediction, as it did EfficientNet's reorders 8x).
     """
 
     forests_: dict[str, Member]
@@ -100,7 +107,9 @@ class KernelPredictor:
     def __init__(self, params: Mapping[str, Mapping[str, Any]] | None = None, log_target: bool = True,
                  min_samples: int = 8, tree_scale: float = 1.0, random_state: int = 0, n_jobs: int = 1,
                  aliases: Mapping[str, str] | None = None, base: bool = True, weight_power: float = 0.0,
-                 family_exclude: Sequence[str] = ()) -> None:
+                 family_exclude: Sequence[str] = (), tree_mean: str = "arithmetic") -> None:
+        if tree_mean not in TREE_MEANS:
+            raise HaseError(f"tree_mean {tree_mean!r} is not one of {list(TREE_MEANS)}")
         self.params = params
         self.log_target = log_target
         self.min_samples = min_samples
@@ -111,6 +120,7 @@ class KernelPredictor:
         self.base = base
         self.weight_power = weight_power
         self.family_exclude = tuple(family_exclude)
+        self.tree_mean = tree_mean
 
     def key_of(self, spec: KernelSpec) -> str:
         """The predictor key of a kernel: `features.kernel_key`, with op-type aliases applied."""
@@ -121,6 +131,9 @@ class KernelPredictor:
     def fit(self, specs: Sequence[KernelSpec], latency_ms: ArrayLike,
             sample_weight: ArrayLike | None = None) -> KernelPredictor:
         """Fit one forest per key with enough kernels, one per family, and the generic fallback.
+
+        A key of an op type no feature family describes still gets its own forest, on the generic table: the
+        generic fallback mixes every op type by element count, so it is only for keys too rare for a forest.
 
         `sample_weight` (one per kernel, > 0; all 1 when None) multiplies each kernel's weight in the forests and
         their cost bases: training gives kernels measured on a busy host less (`hase.predict.busy`).
@@ -142,9 +155,7 @@ class KernelPredictor:
             idx = np.flatnonzero(keys == key)
             fam = fams[idx[0]]
             self.n_samples_[key] = len(idx)
-            if fam == F.GENERIC:
-                self.skipped_[key] = "no feature family describes this op type: generic forest"
-            elif len(idx) < self.min_samples:
+            if len(idx) < self.min_samples:
                 self.skipped_[key] = f"{len(idx)} training kernels < min_samples {self.min_samples}: fallback forest"
             else:
                 self.forests_[key] = self._fit_one(specs, y, w, idx, F.get_family(fam), key)
@@ -228,7 +239,7 @@ class KernelPredictor:
             family = F.get_family(member.family)
             X = _matrix([specs[i] for i in idx], family)
             trees = self._tree_predictions(member, X) * member.base_ms(X, family)[None, :]
-            pred[idx] = trees.mean(axis=0)
+            pred[idx] = _tree_mean(trees, self.tree_mean)
             draws[idx] = trees[np.arange(draws.shape[1]) % len(trees)].T
         return [r[0] for r in routes], [r[1] for r in routes], pred, draws
 
@@ -273,7 +284,8 @@ class KernelPredictor:
             HaseError: a forest of a feature family or columns this Hase version does not compute.
         """
         params = _get(meta, "params", (dict,), "")
-        pred = cls(**{name: _get(params, name, kinds, "params.") for name, kinds in PARAM_TYPES.items()})
+        pred = cls(**{name: _get(params, name, kinds, "params.") for name, kinds in PARAM_TYPES.items()
+                      if name in params or name not in PARAM_DEFAULTS})
         members = _members(_get(meta, "members", (list,), ""), arrays)
 
         def pick(where: str, i: Any) -> Member:
@@ -291,6 +303,13 @@ class KernelPredictor:
         if set(pred.forests_) - set(pred.n_samples_):
             raise ValueError(f"keys {sorted(set(pred.forests_) - set(pred.n_samples_))} have no training size")
         return pred
+
+
+def _tree_mean(trees: NDArray[np.float64], how: str) -> NDArray[np.float64]:
+    """Each column's mean over the trees (rows): arithmetic, or geometric (exp of the mean log)."""
+    if how == "arithmetic":
+        return np.asarray(trees.mean(axis=0), dtype=np.float64)
+    return np.asarray(np.exp(np.log(np.maximum(trees, 1e-12)).mean(axis=0)), dtype=np.float64)
 
 
 def _member_json(m: Member) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from hase.predict.bundle import (
 from hase.predict.calibration import Calibration, fit_calibration
 from hase.predict.manifest import CalibrationEntry, Manifest, Records, TargetEntry, TrainingData, device_meta_from_dict
 from hase.predict.metrics import grouped_metrics, score
-from hase.predict.predictor import KEY, PRED_MS, KernelPredictor
+from hase.predict.predictor import KEY, PRED_MS, TREE_MEANS, KernelPredictor
 
 EVALUATION = "leave-family-out: each family held out in turn (kernels and models), then scored"
 
@@ -63,6 +63,7 @@ class TrainConfig:
     busy: str = "drop"
     busy_weight: float = 0.2
     family_exclude: tuple[str, ...] = ()
+    tree_mean: str = "arithmetic"
     forest: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
@@ -70,7 +71,8 @@ class TrainConfig:
         """A fresh, unfitted predictor with these settings (smaller forests inside cross-validation)."""
         return KernelPredictor(self.forest, self.log_target, self.min_samples,
                                self.cv_tree_scale if cv else self.tree_scale, self.random_state, self.n_jobs,
-                               self.aliases, self.base, self.weight_power, self.family_exclude)
+                               self.aliases, self.base, self.weight_power, self.family_exclude,
+                               self.tree_mean)
 
     def busy_policy(self) -> BZ.BusyPolicy:
         """What training does with rows measured on a busy host or noisy (`hase.predict.busy`)."""
@@ -94,6 +96,8 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
     cfg = TrainConfig(**training, forest=raw.get("forest", {}), aliases=raw.get("keys", {}))
     if cfg.save_targets not in ("default", "all"):
         raise HaseError(f"{path}: save_targets must be 'default' or 'all', not {cfg.save_targets!r}")
+    if cfg.tree_mean not in TREE_MEANS:
+        raise HaseError(f"{path}: [training] tree_mean must be one of {list(TREE_MEANS)}, not {cfg.tree_mean!r}")
     if cfg.calibrate_on not in ("measured", "predicted"):
         raise HaseError(f"{path}: calibrate_on must be 'measured' or 'predicted', not {cfg.calibrate_on!r}")
     _check_values(cfg, path)

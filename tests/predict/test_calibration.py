@@ -48,6 +48,15 @@ def test_non_finite_and_non_positive_models_are_ignored():
     assert (c.alpha, c.beta) == pytest.approx((2.0, 0.5))
 
 
+def test_a_negative_intercept_never_makes_a_latency_negative():
+    c = Calibration("per_kernel", "ols", 1.0, -0.03, -0.002)
+    assert c.apply(10.0, 100) == pytest.approx(10.0 - 0.2 - 0.03)  # fitted sizes: the line itself
+    assert c.apply(0.01, 1) == pytest.approx(0.0005)  # one tiny kernel: 5 % of its sum, not -0.022 ms
+    warm = Calibration("per_kernel", "ols", 0.9, 0.05, -0.033)  # standalone sums: ~31 us a kernel too many
+    assert warm.apply(30.0, 600) == pytest.approx(0.9 * 30 + 0.05 - 0.033 * 600)  # 7.25 ms: a quarter of the sum
+    assert np.all(c.apply(np.array([0.001, 0.02, 5.0]), np.array([1, 2, 50])) > 0)
+
+
 def test_raw_and_degenerate_calibrations():
     assert fit_calibration([1.0, 2.0], [1, 1], [3.0, 4.0], "raw", "none") == Calibration()
     assert fit_calibration([1.0, 2.0], [1, 1], [3.0, 4.0], "per_kernel", "ols") == Calibration()  # too few models

@@ -231,6 +231,9 @@ def test_train_errors_are_one_line(tiny_root, tmp_path, capsys):
     (tmp_path / "bad.toml").write_text('[training]\nfamily_exclude = "Resize"\n')
     assert main(["train", "--store", str(tiny_root / "tiny.sqlite"), "--config", str(tmp_path / "bad.toml")]) == 2
     assert "family_exclude must be a list of op types" in capsys.readouterr().err
+    (tmp_path / "bad.toml").write_text('[training]\ntree_mean = "median"\n')
+    assert main(["train", "--store", str(tiny_root / "tiny.sqlite"), "--config", str(tmp_path / "bad.toml")]) == 2
+    assert "tree_mean must be one of ['arithmetic', 'geometric']" in capsys.readouterr().err
     assert main(["evaluate", "--predictors", str(tmp_path), "--device", "nodev"]) == 2
     assert "no trained predictor for device 'nodev'" in capsys.readouterr().err
 

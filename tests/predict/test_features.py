@@ -160,6 +160,22 @@ def test_features_of_a_real_kernel_graph(opt_level):
     assert F.extract(first)["flops"] == 2 * c_out * 16 * 16 * 3 * 9
     costs = F.cost_frame(specs)
     assert list(costs.columns) == ["key", "family", "flops", "bytes"] and np.all(costs["bytes"] > 0)
+    reorders = [s for s in specs if s.op_type in ("ReorderInput", "ReorderOutput")]
+    assert bool(reorders) == nchwc and all(F.family_of(s.op_type).name == "layout" for s in reorders)
+
+
+def test_layout_reorders_into_and_out_of_nchwc():
+    """ReorderInput pads the channels to the block; ReorderOutput keeps `channels` of them; an SE block's 1x1
+    reorders span a plane of one element."""
+    into = F.extract(spec("ReorderInput", [((1, 24, 16, 16), False)], [(1, 32, 16, 16)], [("channels_last", 0)],
+                          "com.microsoft.nchwc"))
+    assert (into["c_in"], into["c_out"], into["plane"], into["pad_channels"], into["reorder_in"]) == (24, 32, 256, 8, 1)
+    out = F.extract(spec("ReorderOutput", [((2, 16, 1, 1), False)], [(2, 12, 1, 1)],
+                         [("channels", 12), ("channels_last", 0)], "com.microsoft.nchwc"))
+    assert (out["batch"], out["c_in"], out["c_out"], out["plane"], out["pad_channels"]) == (2, 16, 12, 1, 4)
+    nhwc = F.extract(spec("ReorderInput", [((1, 7, 7, 24), False)], [(1, 32, 7, 7)], [("channels_last", 1)]))
+    assert (nhwc["c_in"], nhwc["plane"], nhwc["channels_last"]) == (24, 49, 1)
+    assert out["flops"] == 24 and out["bytes"] == (32 + 24) * 4
 
 
 def test_softmax_axis_position_and_pad_is_no_resize():

@@ -44,7 +44,7 @@ def fitted() -> tuple[KernelPredictor, list[KernelSpec]]:
     specs = [conv_spec(c, c2, hw) for c in (4, 8, 16) for c2 in (8, 16, 32) for hw in (8, 12, 16, 24)]
     specs += [add_spec(n, op) for n in (64, 128, 256) for op in ("Add", "Mul")]  # 3 each < min_samples: the
     # elementwise family forest (6 kernels) covers them
-    specs += [odd_spec(n) for n in (1, 2, 4, 8, 16)]
+    specs += [odd_spec(n) for n in (1, 2, 4, 8)]  # no feature family, too few for a forest: the generic one
     y = [synthetic_latency(s) for s in specs]
     params = {"default": {"n_estimators": 16, "max_depth": 12}, "fallback": {"n_estimators": 8}}
     return KernelPredictor(params, min_samples=5, random_state=1).fit(specs, y), specs
@@ -60,7 +60,7 @@ def test_sklearn_conventions(fitted):
 
 def test_routes_and_fallbacks_are_reported(fitted):
     model, _ = fitted
-    assert "min_samples" in model.skipped_["Add"] and "generic" in model.skipped_["NotARealOp"]
+    assert "min_samples" in model.skipped_["Add"] and "min_samples" in model.skipped_["NotARealOp"]
     assert model.route(conv_spec(8, 8, 8))[:2] == ("Conv", SOURCE_OP)
     assert model.route(add_spec(512))[:2] == ("Add", SOURCE_FAMILY)
     assert model.route(odd_spec(3))[:2] == ("NotARealOp", SOURCE_GENERIC)
@@ -68,6 +68,30 @@ def test_routes_and_fallbacks_are_reported(fitted):
                             (TensorSpec("y", (1, 8, 1, 1), "float32"),))
     frame, _ = model.predict_detail([never_seen])
     assert frame["source"].iloc[0] == SOURCE_GENERIC and frame["pred_ms"].iloc[0] > 0  # never 0 ms
+
+
+def test_an_op_no_family_describes_gets_its_own_forest_on_the_generic_table():
+    specs = [conv_spec(c, 8, hw) for c in (4, 8, 16) for hw in (8, 12)] + [odd_spec(n) for n in (1, 2, 4, 8, 16, 32)]
+    model = KernelPredictor({"default": {"n_estimators": 4}}, min_samples=5, random_state=1).fit(
+        specs, [synthetic_latency(s) for s in specs])
+    key, source, member = model.route(odd_spec(3))
+    assert (key, source, member.family) == ("NotARealOp", SOURCE_OP, "generic")
+    assert member is not model.generic_ and "NotARealOp" not in model.skipped_
+
+
+def test_geometric_tree_mean_is_the_mean_log_of_the_trees(fitted):
+    model, specs = fitted
+    meta, arrays = model.to_arrays()
+    meta["params"]["tree_mean"] = "geometric"
+    geo = KernelPredictor.from_arrays(meta, arrays)
+    probe = [*specs, conv_spec(64, 64, 56)]
+    _, draws = geo.predict_detail(probe, n_draws=16)  # 16 trees: each draw is one tree
+    assert np.allclose(geo.predict(probe), np.exp(np.log(draws).mean(axis=1)))
+    assert np.all(geo.predict(probe) <= model.predict(probe) * (1 + 1e-9))  # AM-GM
+    del meta["params"]["tree_mean"]  # saved before the option existed: the arithmetic mean, as then
+    assert KernelPredictor.from_arrays(meta, arrays).tree_mean == "arithmetic"
+    with pytest.raises(HaseError, match="tree_mean"):
+        KernelPredictor(tree_mean="median")
 
 
 def test_in_range_accuracy_and_extrapolation_through_the_base(fitted):

@@ -4,7 +4,7 @@
     >>> kernel_key(spec), extract(spec)["flops"]
     ('FusedConv', 231211008.0)
 
-Families: conv, matmul, attention, pool, norm, softmax, reduce, elementwise, movement, and `generic`,
+Families: conv, matmul, attention, pool, norm, softmax, reduce, elementwise, movement, layout, and `generic`,
 which describes any op. `kernel_key` names the predictor a kernel belongs to: its op type, plus a
 variant where one op type holds kernels that behave differently (``FusedConv/dw`` for depthwise).
 """
@@ -14,7 +14,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from hase.kernels.types import KernelSpec
-from hase.predict.features import conv, elementwise, generic, matmul, movement, reduce  # noqa: F401 - fill the registry
+from hase.predict.features import (  # noqa: F401 - fill the registry
+    conv,
+    elementwise,
+    generic,
+    layout,
+    matmul,
+    movement,
+    reduce,
+)
 from hase.predict.features.registry import (
     GENERIC,
     FeatureFamily,
