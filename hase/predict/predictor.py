@@ -33,10 +33,9 @@ KEY, SOURCE, PRED_MS = "key", "source", "pred_ms"
 PARAM_TYPES: dict[str, tuple[type, ...]] = {
     "params": (dict, type(None)), "log_target": (bool,), "min_samples": (int,), "tree_scale": (int, float),
     "random_state": (int,), "n_jobs": (int,), "aliases": (dict, type(None)), "base": (bool,),
-    "weight_power": (int, float)}
+    "weight_power": (int, float), "tree_mean": (str,)}
 # parameters added since the first saved predictors: their value when a saved predictor has none
 PARAM_DEFAULTS: dict[str, Any] = {"tree_mean": "arithmetic"}
-PARAM_TYPES["tree_mean"] = (str,)
 TREE_MEANS = ("arithmetic", "geometric")
 
 
