@@ -1,0 +1,44 @@
+"""Score one development-set run's predictions against a ground truth measured over several runs.
+
+One `hase evaluate --devset` run measures every model once (the minimum of block medians), and on a shared VM the
+same model moves by a median 9 % between runs of one day. So the README scores predictions against the minimum,
+per model (and batch), of the latencies that several runs measured: the quietest the host was seen to run it.
+Baselines (FLOPs and FLOPs+bytes lines, leave-one-model-out) are refitted on that ground truth.
+
+Usage: python benchmarks/score_devset_runs.py RUN/devset.csv OTHER_RUN/devset.csv ... [--worst 8]
+(the first file's predictions are scored; every file's measurements make the ground truth)
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pandas as pd
+
+from hase.predict.devset import devset_scores, with_baselines
+
+KEY = ["model", "batch"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("runs", nargs="+", help="devset.csv files of `hase evaluate --devset`; the first is scored")
+    ap.add_argument("--worst", type=float, default=8.0, help="list the rows off by more than this many %%")
+    args = ap.parse_args()
+    rows = pd.read_csv(args.runs[0])
+    measured = pd.concat([pd.read_csv(f).set_index(KEY)["measured_ms"].rename(f) for f in args.runs], axis=1)
+    truth = measured.min(axis=1)
+    spread = (measured.max(axis=1) / truth - 1) * 100
+    rows["measured_ms"] = rows.set_index(KEY).index.map(truth)
+    rows["error_pct"] = (rows["predicted_ms"] / rows["measured_ms"] - 1) * 100
+    scores = devset_scores(with_baselines(rows))
+    print(f"{len(args.runs)} runs; slowest / quickest run per row: median +{np.nanmedian(spread):.0f} %, "
+          f"p90 +{np.nanpercentile(spread, 90):.0f} %")
+    pd.set_option("display.width", 200)
+    print(scores.round(3).to_string(index=False))
+    err = rows.set_index(KEY)["error_pct"]
+    print(err[err.abs() > args.worst].sort_values().round(1).to_string())
+
+
+if __name__ == "__main__":
+    main()
