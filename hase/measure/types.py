@@ -123,7 +123,7 @@ class CanaryPolicy:
     retries: int = 3
     wait_s: float = 2.0
     every_kernels: int = 50
-    max_wait_s: float = 120.0
+    max_wait_s: float = 60.0
 
 
 @dataclass(frozen=True)
