@@ -1,7 +1,7 @@
 """Features of ONNX Runtime's NCHWc layout changes (ReorderInput, ReorderOutput).
 
 At `all` on x86, ORT runs convolutions in a channel-blocked layout and enters and leaves it through these two
-kernels, a few hundred in every CNN. Without their own table they fell to the generic forest, which mixes every
+kernels, about a hundred in every CNN. Without their own table they fell to the generic forest, which mixes every
 op type by element count: a 524k-element ReorderOutput (0.05 ms in the model) was predicted 1.2 ms, as if it were
 a convolution or a cubic resize of that size.
 """
