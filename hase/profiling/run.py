@@ -22,14 +22,14 @@ import pandas as pd
 
 from hase.errors import HaseError, first_line
 from hase.files import check_output_dir, outermost_missing
-from hase.measure import runtime
-from hase.measure.types import EPConfig, Timing
 from hase.profiling import decompose as P
-from hase.profiling.events import load_profile
 from hase.profiling.findings import diagnose, gpu_findings, noise_finding, warmup_finding
-from hase.profiling.gpu.attribute import GpuAttribution, attribute
+from hase.profiling.gpu.attribute import GpuAttribution, attribute_or_fallback, recording_problem
 from hase.profiling.gpu.cupti import CuptiRecorder, cupti_available
 from hase.profiling.gpu.records import GpuRecording
+from hase.runtime import sessions
+from hase.runtime.profile import load_profile
+from hase.runtime.types import EPConfig, Timing
 from hase.tables import require_columns
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,8 @@ OP_TOTALS_TOLERANCE = 0.02  # relative gap between the per-op rows and kernel_ti
 class ProfileResult:
     """A profiled model: ORT's events (warm-up runs included, run_id < warmup) and the wall clock of
     the profiled runs (time.perf_counter around session.run, profiler overhead included); on CUDA with
-    cupti-python, the CUPTI records of all runs (`gpu`)."""
+    cupti-python, the CUPTI records of all runs (`gpu`); `cupti_note` says why there are none on CUDA ('' when
+    there are: CUPTI off, not installed, unable to record, or a recording that failed and was dropped)."""
 
     events: pd.DataFrame
     profile_path: Path
@@ -50,6 +51,7 @@ class ProfileResult:
     runs: int
     metadata: dict[str, Any] = field(default_factory=dict)
     gpu: GpuRecording | None = None
+    cupti_note: str = ""
 
     @property
     def skip_runs(self) -> int:
@@ -74,8 +76,10 @@ def profile_model(
     `result.skip_runs` to the `hase.profiling.decompose` functions. The profile JSON is written to `workdir`
     (a new temporary directory when None) as `<model stem>_<date>.json`; when profiling fails, no profile
     file and no folder made for it are left behind. On CUDA the runs use IOBinding with device-resident
-    inputs and outputs, as timed runs do (`hase.measure.runtime.BoundRunner`), and CUPTI records the GPU's
-    work when `cupti` is True (a HaseError without cupti-python) or None and cupti-python is installed.
+    inputs and outputs, as timed runs do (`hase.runtime.sessions.BoundRunner`), and CUPTI records the GPU's
+    work when `cupti` is True (a HaseError without cupti-python) or None and cupti-python is installed; a
+    recording that failed (no GPU work, errors in CUPTI's callback) is dropped with a one-line warning, so the
+    nodes keep ORT's kernel_time spans (`cupti_note` says why).
     `optimized_model_path`: save the graph the session runs there (the node names of the profile).
     """
     from hase.kernels.graph import load_model
@@ -90,12 +94,12 @@ def profile_model(
     stem = Path(path).stem
     with profile_folder(workdir, stem) as folder:
         # ORT's own log silenced (4: fatal only): a model it rejects is reported once, as a HaseError
-        session = runtime.make_session(data, ep, profile_prefix=str(folder / stem), log_severity=4,
+        session = sessions.make_session(data, ep, profile_prefix=str(folder / stem), log_severity=4,
                                        optimized_model_path=None if optimized_model_path is None
                                        else os.fspath(optimized_model_path))
         run = _runner(session, feeds, ep)
         try:
-            with _recorder(ep, cupti) as rec:
+            with _recorder(ep, cupti) as (rec, note):
                 clock = rec.clock(session.get_profiling_start_time_ns()) if rec is not None else None
                 for _ in range(warmup):
                     run()
@@ -108,9 +112,13 @@ def profile_model(
             profile_path = Path(session.end_profiling())
         log.debug("ORT profile: %s", profile_path)
         events = _load_written_profile(profile_path)
-    gpu = GpuRecording(rec.records(), clock) if rec is not None and clock is not None else None
+    gpu = rec.recording(clock) if rec is not None and clock is not None else None
+    problem = recording_problem(gpu) if gpu is not None else ""
+    if problem:
+        log.warning("%s: GPU time per node falls back to ORT's kernel_time spans (CPU launch time)", problem)
+        gpu, note = None, problem
     return ProfileResult(events=events, profile_path=profile_path, wall=Timing.from_samples(samples),
-                         warmup=warmup, runs=runs, metadata=runtime.device_metadata(ep), gpu=gpu)
+                         warmup=warmup, runs=runs, metadata=sessions.device_metadata(ep), gpu=gpu, cupti_note=note)
 
 
 def _runner(session: Any, feeds: Mapping[str, Any], ep: EPConfig) -> Callable[[], None]:
@@ -118,7 +126,7 @@ def _runner(session: Any, feeds: Mapping[str, Any], ep: EPConfig) -> Callable[[]
     if ep.ep == "cpu":
         return lambda: _run(session, feeds)
     try:
-        bound = runtime.BoundRunner(session, feeds, ep)
+        bound = sessions.BoundRunner(session, feeds, ep)
     except Exception as exc:  # binding copies the inputs to the device: any failure is this model's
         raise HaseError(f"cannot bind the model's inputs on {ep.provider}: {first_line(exc)}") from exc
 
@@ -131,24 +139,27 @@ def _runner(session: Any, feeds: Mapping[str, Any], ep: EPConfig) -> Callable[[]
 
 
 @contextlib.contextmanager
-def _recorder(ep: EPConfig, cupti: bool | None) -> Iterator[CuptiRecorder | None]:
+def _recorder(ep: EPConfig, cupti: bool | None) -> Iterator[tuple[CuptiRecorder | None, str]]:
     """A CUPTI recorder around the runs on CUDA when asked (True) or available (None; a CUPTI that cannot
-    record is then a warning, not an error); else None."""
-    use = ep.ep == "cuda" and (cupti if cupti is not None else cupti_available())
+    record is then a warning, not an error), with ''; else None and why not."""
     if cupti and ep.ep != "cuda":
         raise HaseError("CUPTI records GPU activity: profile with --ep cuda")
-    if not use:
-        yield None
+    if ep.ep != "cuda":
+        yield None, f"not a CUDA run ({ep.ep})"
+        return
+    if cupti is False or (cupti is None and not cupti_available()):
+        yield None, "CUPTI off (--cupti off)" if cupti is False else "cupti-python is not installed"
         return
     with contextlib.ExitStack() as stack:
         try:
             rec: CuptiRecorder | None = stack.enter_context(CuptiRecorder())
+            note = ""
         except HaseError as exc:
             if cupti:
                 raise
             log.warning("%s; profiling without GPU time per node", exc)
-            rec = None
-        yield rec
+            rec, note = None, first_line(exc)
+        yield rec, note
 
 
 @contextlib.contextmanager
@@ -231,7 +242,7 @@ def analyze(events: pd.DataFrame, skip_runs: int = 0, top_n: int = 10,
     providers = P.provider_counts(events, skip_runs)
     op_types = P.op_type_totals(events, skip_runs)
     findings = warmup_finding(all_runs, skip_runs) + noise_finding(per_run) + diagnose(summary, providers)
-    gpu_time = attribute(events, gpu.records, gpu.clock, skip_runs) if gpu is not None else None
+    gpu_time = attribute_or_fallback(events, gpu, skip_runs)
     if gpu_time is not None:
         findings += gpu_findings(gpu_time)
     return ProfileAnalysis(per_run=per_run, summary=summary, op_types=op_types,

@@ -19,6 +19,7 @@ window holds the launch: input copies before Execute, the output copy after it).
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,9 +27,11 @@ import pandas as pd
 
 from hase.errors import HaseError
 from hase.profiling import decompose as P
-from hase.profiling import events as E
 from hase.profiling.gpu import records as R
+from hase.runtime import profile as E
 from hase.tables import require_columns
+
+log = logging.getLogger(__name__)
 
 START_US, END_US, LAUNCH_US, LAUNCH_END_US = "start_us", "end_us", "launch_us", "launch_end_us"
 LAUNCH_TID, LAUNCH_NAME, QUEUE_US = "launch_tid", "launch_name", "queue_us"
@@ -87,6 +90,33 @@ def attribute(events: pd.DataFrame, records: pd.DataFrame, clock: R.ClockSync, s
     runs = run_table(events, counted, skip_runs)
     nodes = node_table(events, counted, skip_runs)
     return GpuAttribution(activities=acts, nodes=nodes, runs=runs, verdict=verdict(runs))
+
+
+def recording_problem(recording: R.GpuRecording) -> str:
+    """Why a CUPTI recording cannot be attributed ('' when it can): errors in CUPTI's buffer callback (records
+    lost, so every node's GPU time would be short) or no GPU work in the records."""
+    if recording.callback_errors:
+        return (f"{recording.callback_errors} CUPTI buffer(s) could not be read (first: {recording.first_error}), "
+                f"so the records are incomplete")
+    records = recording.records
+    n_gpu = int(records[R.KIND].isin(R.GPU_KINDS).sum()) if R.KIND in records.columns else 0
+    if n_gpu == 0:
+        return f"CUPTI recorded no GPU work ({len(records)} records, none a kernel, memcpy or memset)"
+    return ""
+
+
+def attribute_or_fallback(events: pd.DataFrame, recording: R.GpuRecording | None, skip_runs: int = 0,
+                          same_thread: bool = True) -> GpuAttribution | None:
+    """`attribute` when the recording is usable; None (the callers' kernel_time spans, ORT's launch time) with a
+    one-line warning when CUPTI failed (`recording_problem`), so a CUPTI failure never fails a profile or a
+    collect. None for no recording."""
+    if recording is None:
+        return None
+    problem = recording_problem(recording)
+    if problem:
+        log.warning("%s: GPU time per node falls back to ORT's kernel_time spans (CPU launch time)", problem)
+        return None
+    return attribute(events, recording.records, recording.clock, skip_runs, same_thread)
 
 
 def activities(events: pd.DataFrame, records: pd.DataFrame, clock: R.ClockSync,

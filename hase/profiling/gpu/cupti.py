@@ -60,6 +60,8 @@ class CuptiRecorder:
         self._frames: list[pd.DataFrame] = []
         self._kinds: list[Any] = []
         self._cupti: Any = None
+        self.callback_errors = 0  # buffers CUPTI handed back that could not be read (or a flush that failed)
+        self.first_error = ""
 
     def __enter__(self) -> CuptiRecorder:
         if CuptiRecorder._active is not None:
@@ -93,8 +95,14 @@ class CuptiRecorder:
                  tb: TracebackType | None) -> None:
         try:
             self._cupti.activity_flush_all(1)  # 1: CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, incomplete buffers too
+        except Exception as flush_exc:  # a failed flush loses records, not the profile: counted, like a callback error
+            self.error(f"activity_flush_all: {first_line(flush_exc)}")
         finally:
-            self._disable()
+            try:
+                self._disable()
+            except Exception as disable_exc:  # CUPTI left on is harmless to the runs already profiled
+                log.debug("CUPTI activity_disable failed: %s", first_line(disable_exc))
+                self._kinds = []
             CuptiRecorder._active = None
 
     def _disable(self) -> None:
@@ -105,6 +113,16 @@ class CuptiRecorder:
     def add(self, frame: pd.DataFrame) -> None:
         """A completed buffer's records (called from CUPTI's buffer-completed callback)."""
         self._frames.append(frame)
+
+    def error(self, message: str) -> None:
+        """Count a buffer that could not be read (called from CUPTI's native thread, where raising loses it)."""
+        self.callback_errors += 1
+        if not self.first_error:
+            self.first_error = message
+
+    def recording(self, clock: R.ClockSync) -> R.GpuRecording:
+        """The records, the clock pair and the callback errors, as one `GpuRecording`."""
+        return R.GpuRecording(self.records(), clock, self.callback_errors, self.first_error)
 
     def records(self) -> pd.DataFrame:
         """Every record received, in the records DataFrame layout (`hase.profiling.gpu.records`)."""
@@ -118,11 +136,16 @@ def _buffer_requested() -> tuple[int, int]:
 
 
 def _buffer_completed(activities: list[Any]) -> None:
+    """CUPTI's buffer-completed callback, run in a native thread: an exception here would be printed and lost, so
+    every one is counted on the active recorder (`callback_errors`) and never raised."""
     rec = CuptiRecorder._active
     if rec is None:
-        log.debug("CUPTI delivered %d records with no recorder active; dropped", len(activities))
+        log.debug("CUPTI delivered a buffer with no recorder active; dropped")
         return
-    rec.add(R.records_frame(activities, _api_name))
+    try:
+        rec.add(R.records_frame(activities, _api_name))
+    except Exception as exc:  # never raise into CUPTI's thread
+        rec.error(f"{type(exc).__name__}: {first_line(exc)}")
 
 
 @functools.cache

@@ -92,7 +92,12 @@ def records_frame(activities: Iterable[Any], api_name: Callable[[str, int], str]
 
 @dataclass(frozen=True)
 class GpuRecording:
-    """What a CUPTI recorder brought back from profiled runs: the records and the clock pair taken with them."""
+    """What a CUPTI recorder brought back from profiled runs: the records and the clock pair taken with them,
+    and how many of CUPTI's buffers could not be read (`callback_errors`, the first one's message in
+    `first_error`): an exception in the buffer-completed callback runs in CUPTI's native thread and would be
+    lost, so the recorder counts it instead and the records are then incomplete."""
 
     records: pd.DataFrame
     clock: ClockSync
+    callback_errors: int = 0
+    first_error: str = ""
