@@ -15,6 +15,14 @@ at most `retries` times; if the host stays slow, the job is measured anyway and 
 host stays busy, later checks try once without waiting (the waiting is bounded per busy stretch, not per job),
 and once the run has waited `max_wait_s` in all, checks only flag.
 
+Both probes run on the device config's own execution provider, through the IOBinding of timed runs. On a CPU
+config they watch the cores. On a CUDA config the MatMul runs on the GPU (inputs and output in device memory),
+and `configs/devices_gpu.toml` sizes it at 2048 x 2048 (17 GFLOP: a few hundred µs on an H100 by its data
+sheet, not yet measured, against the tens of µs a run costs around it): it watches the GPU (another
+process's kernels, clocks lowered for power or heat). The one-Add run does almost no GPU work: its time is the
+launching CPU thread's (ORT's run, the kernel launch, the synchronize), so it watches that thread's core.
+Neither is a CPU MatMul on a CUDA config.
+
     >>> canary = Canary(canary_timer(ep, policy), policy)
     >>> canary.check().columns()
     {'canary_ms': 0.61, 'canary_ratio': 1.02, 'host_busy': 0}
@@ -30,8 +38,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from hase.measure.robust import BlockPolicy, time_blocks
-from hase.measure.types import CanaryPolicy, EPConfig, TimingPolicy
+from hase.measure.types import CanaryPolicy
+from hase.runtime import sessions
+from hase.runtime.robust import BlockPolicy, time_blocks
+from hase.runtime.types import EPConfig, TimingPolicy
 
 __all__ = ["Canary", "CanaryCheck", "canary_model", "canary_timer", "overhead_model"]
 
@@ -141,15 +151,15 @@ def canary_timer(ep: EPConfig, policy: CanaryPolicy) -> Callable[[], tuple[float
     per-run probe's over `policy.runs * OVERHEAD_RUNS_PER_RUN`, each after `policy.warmup` runs (ms, ms).
 
     The mean, not the median: the canary asks how much of the machine Hase gets, and a busy neighbour that
-    takes whole time slices shows in the block's total time but can leave most single runs untouched.
+    takes whole time slices shows in the block's total time but can leave most single runs untouched. Both
+    probes are sessions on `ep` itself: on CUDA the MatMul watches the GPU and the per-run probe the launching
+    CPU thread (module docstring).
     """
-    from hase.measure import runtime
-
     def timer(model: onnx.ModelProto, shape: tuple[int, int], runs: int) -> Callable[[], float]:
         rng = np.random.default_rng(0)
         feeds = {n: rng.standard_normal(shape).astype(np.float32) for n in ("a", "b")}
-        session = runtime.make_session(model.SerializeToString(), ep, opt_level="disabled")
-        runner = runtime.BoundRunner(session, feeds, ep)
+        session = sessions.make_session(model.SerializeToString(), ep, opt_level="disabled")
+        runner = sessions.BoundRunner(session, feeds, ep)
         runner.run()
         block = TimingPolicy(warmup=0, min_runs=runs, max_runs=runs, min_time_s=0.0, max_time_s=60.0)
         blocks = BlockPolicy(warmup=policy.warmup, blocks=1, block=block, noise_bound=policy.busy_ratio - 1)
