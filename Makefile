@@ -57,6 +57,7 @@ test-fast: setup
 
 lint: setup
 	$(BIN)/ruff check hase tests benchmarks
+	$(BIN)/lint-imports
 
 typecheck: setup
 	$(BIN)/mypy
@@ -96,6 +97,14 @@ train-gpu: setup
 
 devset:
 	bash ../shared/models/devset/build.sh $(DEVSET)
+
+# Second dev set (benchmarks/devset2/: 72 models of families the first lacks, split into check/ and a frozen heldout/,
+# see its README). Self-contained: it does not read ../shared, so it builds in a fresh clone too; it reuses
+# DEVSET_VENV (/tmp/devset-venv) or makes it from the package registry (CPU torch). About 15-20 min on 2 cores.
+DEVSET2 ?= models/dev2
+.PHONY: devset2
+devset2:
+	bash benchmarks/devset2/build.sh $(DEVSET2)
 
 devset-eval: setup
 	$(HASE) evaluate --devset $(DEVSET) --device cpu-1t --out $(DEVSET_OUT)

@@ -24,9 +24,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from hase.measure import runtime
 from hase.measure.canary import canary_timer
-from hase.measure.types import CanaryPolicy, EPConfig
+from hase.measure.types import CanaryPolicy
+from hase.runtime import sessions
+from hase.runtime.types import EPConfig
 
 EP = EPConfig("cpu-1t", intra_op_threads=1)
 LOADS = {"quiet": None, "cpu": "while True: pass",
@@ -46,7 +47,7 @@ def _stream_probe(n: int, runs: int) -> Callable[[], float]:
     """Mean ms of `runs` runs of an Add over n floats (inputs bound once, as the canary binds its own)."""
     rng = np.random.default_rng(0)
     feeds = {x: rng.standard_normal(n).astype(np.float32) for x in ("a", "b")}
-    runner = runtime.BoundRunner(runtime.make_session(_add_model(n).SerializeToString(), EP, opt_level="disabled"),
+    runner = sessions.BoundRunner(sessions.make_session(_add_model(n).SerializeToString(), EP, opt_level="disabled"),
                                  feeds, EP)
     runner.run()
 

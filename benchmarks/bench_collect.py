@@ -16,8 +16,9 @@ from figures import print_figures
 
 from hase import paths
 from hase.measure import collect as coll
-from hase.measure import runtime
 from hase.measure.store import Store
+from hase.runtime import sessions
+from hase.sampler.config import read_zoo
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = coll.load_collect_config(args.devices)
     # Build the zoo first so model generation is not counted as collect time.
     t0 = time.perf_counter()
-    sources = list(coll.zoo_sources(args.zoo, args.zoo_dir))[: args.limit]
+    sources = list(coll.zoo_sources(read_zoo(args.zoo), args.zoo_dir))[: args.limit]
     build_s = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "bench.sqlite") as store:
         report = coll.collect(sources, cfg, store)
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         "dedupe_ratio": round(report.node_occurrences / max(counts["kernels"], 1), 2),
         "skips": counts["skips"],
         "peak_rss_mb": round(peak_mb, 1),
-        **runtime.device_metadata(cfg.devices[0]),
+        **sessions.device_metadata(cfg.devices[0]),
     }
     print_figures(figures, args.json)
     return 0

@@ -27,8 +27,10 @@ from figures import print_figures
 
 from hase import paths
 from hase.measure import collect as coll
-from hase.measure import fleet, placement, runtime
+from hase.measure import fleet, placement
 from hase.measure.store import Store
+from hase.runtime import sessions
+from hase.sampler.config import read_zoo
 
 
 def _jobs(store: Store) -> int:
@@ -80,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.canary_wait is not None:
         canary = dataclasses.replace(cfg.settings.canary, wait_s=args.canary_wait)
         cfg = coll.CollectConfig(cfg.devices, dataclasses.replace(cfg.settings, canary=canary))
-    sources = list(coll.zoo_sources(args.zoo, args.zoo_dir))[: args.limit]
+    sources = list(coll.zoo_sources(read_zoo(args.zoo), args.zoo_dir))[: args.limit]
     with tempfile.TemporaryDirectory() as tmp:
         with Store(Path(tmp) / "local.sqlite") as store:
             local = coll.collect(sources, cfg, store)
@@ -119,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         **bare,
         "canary_wait_s_local_fleet": f"{local.canary_wait_s:.1f} / {remote.canary_wait_s:.1f}",
         "ray_version": ray.__version__,
-        **runtime.device_metadata(cfg.devices[0]),
+        **sessions.device_metadata(cfg.devices[0]),
     }
     print_figures(figures, args.json)
     return 0

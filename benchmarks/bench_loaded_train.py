@@ -43,14 +43,17 @@ from figures import print_figures
 from hase import paths
 from hase.errors import HaseError
 from hase.measure import collect as coll
-from hase.measure import runtime
-from hase.measure.robust import BlockPolicy, RobustTiming, measure_latency
+from hase.measure.model import measure_latency
 from hase.measure.store import Store
-from hase.measure.types import EPConfig, ModelSource, TimingPolicy
+from hase.measure.types import ModelSource
 from hase.predict.bundle import load_bundle
 from hase.predict.estimate import estimate_model
 from hase.predict.metrics import score
 from hase.predict.train import load_train_config, train
+from hase.runtime import sessions
+from hase.runtime.robust import BlockPolicy, RobustTiming
+from hase.runtime.types import EPConfig, TimingPolicy
+from hase.sampler.config import read_zoo
 
 REPO = Path(__file__).resolve().parents[1]
 ZOO = REPO / "benchmarks" / "zoo_loaded.toml"
@@ -92,7 +95,7 @@ def zoo_models(args: argparse.Namespace, zoo_dir: Path) -> list[ModelSource]:
     """The zoo's models, the first `--per-family` of each family."""
     seen: dict[str, int] = {}
     out = []
-    for src in coll.zoo_sources(args.zoo, zoo_dir):
+    for src in coll.zoo_sources(read_zoo(args.zoo), zoo_dir):
         seen[src.family] = seen.get(src.family, 0) + 1
         if not args.per_family or seen[src.family] <= args.per_family:
             out.append(src)
@@ -211,7 +214,7 @@ def run(args: argparse.Namespace, work: Path) -> tuple[dict[str, Any], list[dict
              **{f"{k}_ms": round(float(v[i]), 3) for k, v in preds.items()},
              **{f"{k}/quiet": round(float(v[i] / preds["quiet"][i]), 3) for k, v in preds.items() if k != "quiet"}}
             for i, m in enumerate(names)]
-    figures.update(runtime.device_metadata(ep))
+    figures.update(sessions.device_metadata(ep))
     return figures, rows
 
 

@@ -26,11 +26,13 @@ from figures import print_figures
 
 from hase import paths
 from hase.measure import collect as coll
-from hase.measure import runtime
 from hase.measure.canary import Canary, canary_timer
-from hase.measure.robust import BlockPolicy, measure_latency
+from hase.measure.model import measure_latency
 from hase.measure.store import Store
-from hase.measure.types import TimingPolicy
+from hase.runtime import sessions
+from hase.runtime.robust import BlockPolicy
+from hase.runtime.types import TimingPolicy
+from hase.sampler.config import read_zoo
 
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "tests" / "data" / "models" / "timm_semnasnet_050_cls10_b1.onnx"
 
@@ -51,7 +53,7 @@ def busy_loop(core: int, seconds: float | None) -> Iterator[None]:
 
 def collect_cost(args: argparse.Namespace) -> dict[str, Any]:
     cfg = coll.load_collect_config(args.devices)
-    sources = list(coll.zoo_sources(args.zoo, args.zoo_dir))[: args.limit]
+    sources = list(coll.zoo_sources(read_zoo(args.zoo), args.zoo_dir))[: args.limit]
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "bench.sqlite") as store:
         report = coll.collect(sources, cfg, store)
     return {"collect_models": len(sources), "collect_wall_s": round(report.wall_s, 1),
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     figures = collect_cost(args) if args.limit else {}
     figures.update(quiet_vs_loaded(args))
-    figures.update(runtime.device_metadata(coll.load_collect_config(args.devices).devices[0]))
+    figures.update(sessions.device_metadata(coll.load_collect_config(args.devices).devices[0]))
     print_figures(figures, args.json)
     return 0
 

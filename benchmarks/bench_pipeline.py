@@ -27,10 +27,10 @@ import subprocess
 import sys
 import time
 
-from hase.measure import runtime
 from hase.pipeline import PipelineSpec, run_pipeline, simulation_spec
 from hase.pipeline.events import RECORD
 from hase.pipeline.spec import DEFAULT_HW_SAMPLE_BLOCK, DEFAULT_HW_SAMPLE_EVERY, DEFAULT_HW_SAMPLE_WARMUP
+from hase.runtime import sessions
 
 EVENTS_PER_BATCH = 6  # prep 1 + embed (partition, 2 executors, merge) 4 + classify 1
 DEFAULT_SAMPLING = (DEFAULT_HW_SAMPLE_EVERY, DEFAULT_HW_SAMPLE_BLOCK, DEFAULT_HW_SAMPLE_WARMUP)
@@ -119,7 +119,7 @@ def device_lines() -> list[str]:
     import onnxruntime
     import openvino
 
-    return [f"cpu: {runtime.cpu_model()} ({os.cpu_count()} logical cores), {platform.platform()}",
+    return [f"cpu: {sessions.cpu_model()} ({os.cpu_count()} logical cores), {platform.platform()}",
             f"onnxruntime {onnxruntime.__version__} (CPU EP, 1 intra-op thread per executor), "
             f"openvino {openvino.__version__} (CPU, INFERENCE_NUM_THREADS=1), python {platform.python_version()}"]
 

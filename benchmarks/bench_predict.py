@@ -159,8 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import onnxruntime
 
-    from hase.measure.runtime import cpu_model
     from hase.predict.bundle import load_bundle, predictor_dir, read_manifest
+    from hase.runtime.sessions import cpu_model
 
     extra = ["--device", args.device] + (["--predictors", args.predictors] if args.predictors else [])
     where = predictor_dir(args.device, args.predictors)

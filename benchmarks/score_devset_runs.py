@@ -15,7 +15,7 @@ import argparse
 import numpy as np
 import pandas as pd
 
-from hase.predict.devset import devset_scores, with_baselines
+from hase.evaluate.devset import devset_scores, with_baselines
 
 KEY = ["model", "batch"]
 

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import importlib
 import logging
 import os
 import signal
+import sqlite3
 import sys
 from collections.abc import Iterator
 from types import FrameType
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from hase import __version__
 from hase.errors import HaseError, first_line
+from hase.files import os_error_message  # not at start-up: a successful command may never need it
 
 if TYPE_CHECKING:  # pragma: no cover - sqlite3 loads with the commands that use a store
     import sqlite3
@@ -110,7 +113,6 @@ def _keep_freed_memory() -> None:
     trimming, no mmap per large block). ONNX Runtime's optimizer allocates and frees weight-sized buffers (ResNet-50:
     ~270 MB) and every page handed out fresh costs a page fault: this saves ~15 % of them, ~25 ms of ResNet-50's
     kernel graph on this project's VM. Where the C library has no mallopt, nothing changes."""
-    import ctypes
 
     try:
         mallopt = ctypes.CDLL(None).mallopt  # the C library the interpreter runs on
@@ -162,7 +164,6 @@ def _direct_user_error(exc: BaseException) -> str | None:
     if isinstance(exc, HaseError):  # written for the user; kept whole, on one line
         return " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
     if isinstance(exc, OSError):
-        from hase.files import os_error_message  # not at start-up: a successful command may never need it
 
         return os_error_message(exc)
     if isinstance(exc, MemoryError):
@@ -193,7 +194,6 @@ _SQLITE_FIXES = (
 
 
 def _sqlite_message(exc: sqlite3.Error) -> str | None:
-    import sqlite3
 
     if isinstance(exc, (sqlite3.ProgrammingError, sqlite3.InterfaceError, sqlite3.NotSupportedError)):
         return None  # Hase used the API wrongly: a bug

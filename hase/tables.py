@@ -12,7 +12,7 @@ from hase.errors import HaseError
 def require_columns(df: pd.DataFrame, columns: Iterable[str], what: str, how: str) -> None:
     """Raise HaseError naming the columns `df` lacks, so a wrong frame fails at the entry point.
 
-    `how` says where a correct frame comes from, e.g. "build it with hase.profiling.events.load_profile".
+    `how` says where a correct frame comes from, e.g. "build it with hase.runtime.profile.load_profile".
     """
     missing = [c for c in columns if c not in df.columns]
     if missing:

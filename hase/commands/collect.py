@@ -25,9 +25,11 @@ from hase import paths
 from hase.commands.common import add_device_arg, add_ep_arg, add_store_arg, add_threads_arg, stderr_console
 from hase.errors import HaseError
 from hase.measure import collect as coll
-from hase.measure import runtime
+from hase.measure import fleet
 from hase.measure.store import Store
-from hase.measure.types import EPConfig
+from hase.runtime import sessions
+from hase.runtime.types import EPConfig
+from hase.sampler.config import read_zoo
 
 log = logging.getLogger(__name__)
 OnEvent = Callable[[str, dict[str, Any]], None]
@@ -69,10 +71,9 @@ def gather_sources(args: argparse.Namespace) -> tuple[Iterator[coll.ModelSource]
     chains: list[Iterable[coll.ModelSource]] = []
     total = 0
     if args.zoo and args.zoo != "none":
-        from hase.zoo import load_zoo_config
-
-        total += len(load_zoo_config(args.zoo))
-        chains.append(coll.zoo_sources(args.zoo, args.zoo_dir))
+        config = read_zoo(args.zoo)
+        total += len(config.specs)
+        chains.append(coll.zoo_sources(config, args.zoo_dir))
     for d in args.models_dir:
         srcs = coll.dir_sources(d)
         total += len(srcs)
@@ -101,7 +102,7 @@ def checked_config(args: argparse.Namespace) -> coll.CollectConfig:
         ep = EPConfig(name=f"{args.ep}-{args.threads}t", ep=args.ep, intra_op_threads=args.threads)
         cfg = coll.CollectConfig((ep,), cfg.settings)
     for ep in cfg.devices:
-        runtime.check_provider(ep)
+        sessions.check_provider(ep)
     return cfg
 
 
@@ -123,7 +124,6 @@ def run(args: argparse.Namespace) -> int:
 def run_cluster(args: argparse.Namespace) -> int:
     """`collect --cluster`: the same jobs measured on a Ray cluster's nodes; Ray and the cluster are checked
     before the store is opened."""
-    from hase.measure import fleet
 
     ray = fleet.import_ray()
     if args.max_retries < 0:

@@ -5,8 +5,13 @@ import argparse
 import logging
 from typing import TYPE_CHECKING
 
+from rich.console import Console
+from rich.logging import RichHandler
+
 from hase import paths
-from hase.measure.types import EP_PROVIDERS, OPT_LEVELS
+from hase.kernels.graph import resolve_input_shapes
+from hase.kernels.shapes import parse_free_dims, parse_input_shapes
+from hase.runtime.types import EP_PROVIDERS, OPT_LEVELS
 
 if TYPE_CHECKING:  # pragma: no cover - rich loads when a command shows progress
     from rich.console import Console
@@ -57,8 +62,6 @@ def add_input_shape_arg(parser: argparse.ArgumentParser) -> None:
 def input_shapes(args: argparse.Namespace, model: str) -> dict[str, tuple[int, ...]]:
     """A command's `--input-shape` and `--free-dim` as the full shape of each input they set in `model`
     (a HaseError for a malformed item, a name the model does not have or an input left symbolic)."""
-    from hase.kernels.graph import resolve_input_shapes
-    from hase.kernels.shapes import parse_free_dims, parse_input_shapes
 
     shapes = parse_input_shapes(args.input_shape)
     free = parse_free_dims(args.free_dim)
@@ -100,8 +103,6 @@ def stderr_console() -> Console:
     """The console the CLI's log handler writes to on a terminal, so that a progress bar and log lines share it
     (rich then prints the lines above the bar instead of through it); a new stderr console otherwise.
     `console.is_terminal` tells a command whether to draw progress bars or log one plain line per step."""
-    from rich.console import Console
-    from rich.logging import RichHandler
 
     for handler in logging.getLogger("hase").handlers:
         if isinstance(handler, RichHandler):

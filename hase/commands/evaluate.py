@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,13 +11,26 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from hase import paths
-from hase.commands.common import add_device_arg, add_json_arg, add_predictors_arg, add_store_arg, add_target_arg
+from hase.commands.common import (
+    add_device_arg,
+    add_json_arg,
+    add_predictors_arg,
+    add_store_arg,
+    add_target_arg,
+    stderr_console,
+)
 from hase.errors import HaseError
+from hase.evaluate.devset import evaluate_devset, list_models
+from hase.evaluate.evaluation import evaluate_predictor
+from hase.evaluate.report import devset_lines, headline_lines, write_report
+from hase.evaluate.sweep import SWEEP_MAX_MS, make_sweep_models
 from hase.files import check_output_dir, removed_on_error
+from hase.predict.bundle import predictor_dir
+from hase.predict.identity import open_predictor
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hase.predict.devset import DevsetEvaluation
-    from hase.predict.dynamic import SweepModels
+    from hase.evaluate.devset import DevsetEvaluation
+    from hase.evaluate.sweep import SweepModels
 
 DEVSET_CSV = "devset.csv"
 SWEEP_DIR = "dynamic"  # where --batch-sweep writes the symbolic-batch copies, under OUT
@@ -55,9 +69,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate the device's predictor against the store (and the devset), write the report, print its figures."""
-    from hase.predict.bundle import predictor_dir
-    from hase.predict.evaluate import evaluate_predictor
-    from hase.predict.report import devset_lines, headline_lines, write_report
 
     out = check_output_dir(args.out, "--out")
     if args.batch_sweep and not args.devset:
@@ -86,11 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_devset(args: argparse.Namespace, out: Path) -> DevsetEvaluation:
     """Predict and measure the devset's models into OUT/devset.csv (resuming), warning when this host differs."""
-    import dataclasses
 
-    from hase.commands.common import stderr_console
-    from hase.predict.devset import evaluate_devset
-    from hase.predict.identity import open_predictor
 
     used = open_predictor(args.device, args.predictors, args.target)
     err = stderr_console()
@@ -112,8 +119,6 @@ def run_devset(args: argparse.Namespace, out: Path) -> DevsetEvaluation:
 
 def sweep_models(args: argparse.Namespace, out: Path) -> SweepModels:
     """The symbolic-batch copies of the devset's quick models, in OUT/dynamic (made once, then reused)."""
-    from hase.predict.devset import list_models
-    from hase.predict.dynamic import SWEEP_MAX_MS, make_sweep_models
 
     paths, info = list_models(args.devset)
     for extra in args.sweep_also:

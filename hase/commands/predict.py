@@ -8,6 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
 from hase import paths
 from hase.commands.common import (
     add_device_arg,
@@ -17,14 +22,20 @@ from hase.commands.common import (
     add_target_arg,
 )
 from hase.errors import HaseError
+from hase.kernels.shapes import parse_free_dims, parse_input_shapes
+from hase.predict.bundle import manifest_ep_config, predictor_dir, read_manifest
+from hase.predict.compare import compare_models
+from hase.predict.estimate import KernelGraphs, ModelEstimate, PredictFailure, estimate_models
+from hase.predict.identity import describe, open_predictor, threads_text
+from hase.runtime.robust import BlockPolicy
 
 if TYPE_CHECKING:  # pragma: no cover - the predictor stack loads only when a command runs
-    from hase.measure.robust import BlockPolicy
-    from hase.predict.check import PredictionCheck
+    from hase.evaluate.measured import PredictionCheck
     from hase.predict.compare import Comparison
     from hase.predict.estimate import ModelEstimate, ModelResult
     from hase.predict.identity import UsedPredictor
     from hase.predict.metrics import Scores
+    from hase.runtime.robust import BlockPolicy
 
 
 BLOCKS, NOISE_PCT = 5, 10.0  # --measure: timed blocks, and the spread of their medians that marks a noisy host
@@ -80,10 +91,6 @@ def model_files(items: list[str]) -> list[Path]:
 
 def run(args: argparse.Namespace) -> int:
     """Predict every model named; in batch mode a model that fails is listed and the exit status is 2."""
-    from hase.kernels.shapes import parse_free_dims, parse_input_shapes
-    from hase.predict.bundle import manifest_ep_config, predictor_dir, read_manifest
-    from hase.predict.estimate import KernelGraphs, ModelEstimate, PredictFailure, estimate_models
-    from hase.predict.identity import open_predictor
 
     if args.top < 0:
         raise HaseError(f"--top must be >= 0 (got {args.top})")
@@ -102,8 +109,8 @@ def run(args: argparse.Namespace) -> int:
         estimates = estimate_models(files, bundle, args.target, shapes, free, graphs=graphs)
     results: Sequence[ModelResult | PredictionCheck] = estimates
     if policy is not None:
-        from hase.predict.check import check_models
 
+        from hase.evaluate.measured import check_models  # noqa: PLC0415 - measuring pulls pandas: plain predict stays light
         results = check_models(estimates, bundle, shapes, free, policy=policy, top=args.top)
     failures = [r for r in results if isinstance(r, PredictFailure)]
     if len(results) == 1 and failures:  # one model: its error is the command's error (one line, no warning)
@@ -142,10 +149,7 @@ def one_device(devices: list[str] | None) -> str:
 def run_compare(args: argparse.Namespace) -> int:
     """`--compare`: every model predicted in every installed configuration, ranked; exit 2 when a model could not
     be predicted in any configuration (with one model, that is the command's error)."""
-    from rich.console import Console
 
-    from hase.kernels.shapes import parse_free_dims, parse_input_shapes
-    from hase.predict.compare import compare_models
 
     if args.measure or args.blocks is not None or args.noise_bound is not None:
         raise HaseError("--compare ranks predictions and measures nothing: drop --measure (check one configuration "
@@ -172,10 +176,6 @@ def run_compare(args: argparse.Namespace) -> int:
 def print_comparison(comp: Comparison) -> None:
     """One table per model, fastest configuration first (* marks a predictor whose machine differs from this host),
     then the one-sentence verdict and the host differences."""
-    from rich import box
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
     c = Console(highlight=False, soft_wrap=True)
     t = Table(title=f"{escape(comp.model)}: predicted latency per configuration", box=box.SIMPLE_HEAD, pad_edge=False,
@@ -213,7 +213,6 @@ def measure_policy(args: argparse.Namespace) -> BlockPolicy | None:
         if args.blocks is not None or args.noise_bound is not None:
             raise HaseError("--blocks and --noise-bound set how --measure times a model: add --measure")
         return None
-    from hase.measure.robust import BlockPolicy
 
     blocks = BLOCKS if args.blocks is None else args.blocks
     noise_pct = NOISE_PCT if args.noise_bound is None else args.noise_bound
@@ -224,9 +223,7 @@ def measure_policy(args: argparse.Namespace) -> BlockPolicy | None:
 
 def print_predictor(used: UsedPredictor) -> None:
     """The predictor every figure below comes from: what it is, where it was found, how good it was held out."""
-    from rich.console import Console
 
-    from hase.predict.identity import describe
 
     Console(highlight=False, soft_wrap=True).print(f"predictor {describe(used.identity)}", markup=False)
 
@@ -234,7 +231,6 @@ def print_predictor(used: UsedPredictor) -> None:
 def warn_host(used: UsedPredictor) -> None:
     """A warning on stderr (also with --json) for each way this host differs from the predictor's machine."""
     if used.mismatches:
-        from rich.console import Console
 
         Console(stderr=True, highlight=False, soft_wrap=True).print(
             f"warning: this host differs from the machine predictor {used.identity.device!r} was trained on: "
@@ -244,9 +240,6 @@ def warn_host(used: UsedPredictor) -> None:
 
 def print_one(est: ModelEstimate, top: int, held_out: Scores) -> None:
     """One model: latency and interval, sum and calibration, per-op totals, top kernels, fallbacks."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
     c = Console()
     cal = est.calibration
@@ -280,11 +273,7 @@ def print_one(est: ModelEstimate, top: int, held_out: Scores) -> None:
 
 def print_batch(results: Sequence[ModelResult], wall_s: float) -> None:
     """One row per model (failures included, with their reason)."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
-    from hase.predict.estimate import PredictFailure
 
     c = Console()
     t = Table(title=f"{len(results)} models predicted in {wall_s:.1f} s")
@@ -301,11 +290,7 @@ def print_batch(results: Sequence[ModelResult], wall_s: float) -> None:
 
 def print_check(check: PredictionCheck) -> None:
     """Predicted vs measured (the robust statistic, its spread, the error) and the top kernels vs in-model time."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
-    from hase.predict.identity import threads_text
 
     c = Console(highlight=False)
     m, ep = check.measured, check.ep
@@ -340,12 +325,7 @@ def print_check(check: PredictionCheck) -> None:
 
 def print_check_batch(results: Sequence[ModelResult | PredictionCheck], wall_s: float) -> None:
     """One row per model: predicted, measured (with its spread) and the error; failures with their reason."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    from hase.predict.check import PredictionCheck
-    from hase.predict.estimate import PredictFailure
+    from hase.evaluate.measured import PredictionCheck  # noqa: PLC0415 - only --measure prints checks (pandas)
 
     c = Console(highlight=False)
     t = Table(title=f"{len(results)} models predicted and measured in {wall_s:.1f} s")

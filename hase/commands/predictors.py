@@ -12,6 +12,8 @@ from rich.markup import escape
 
 from hase import paths
 from hase.commands.common import add_json_arg, add_predictors_arg
+from hase.predict.identity import installed, threads_text
+from hase.predict.locate import search_roots
 
 if TYPE_CHECKING:  # pragma: no cover - the predictor stack loads only when a command runs
     from hase.predict.identity import InstalledPredictor
@@ -32,8 +34,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """List the predictors; exit 2 when there are none, or when one of them cannot be read (it is still listed)."""
-    from hase.predict.identity import installed
-    from hase.predict.locate import search_roots
 
     found = installed(args.predictors)
     if args.json:
@@ -54,7 +54,6 @@ def run(args: argparse.Namespace) -> int:
 def print_predictors(found: Sequence[InstalledPredictor], roots: Sequence[str]) -> None:
     """One block per predictor, in lookup order: where it lives, what it was trained on and for, how good it
     was on held-out families, and how this host differs (or why it cannot be used)."""
-    from hase.predict.identity import threads_text
 
     c = Console(highlight=False, soft_wrap=True)  # long paths and CPU names stay on one line in logs
     c.print(f"searched, in this order: {'; '.join(roots)}", markup=False)

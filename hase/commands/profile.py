@@ -28,13 +28,13 @@ from rich.text import Text
 from hase.commands.common import add_ep_args, add_input_shape_arg, add_json_arg, input_shapes
 from hase.errors import HaseError
 from hase.files import check_output_dir, check_output_file
-from hase.measure.types import EPConfig, Timing
 from hase.profiling import decompose as P
-from hase.profiling.events import load_profile
 from hase.profiling.gpu import attribute as A
 from hase.profiling.gpu.records import GpuRecording
 from hase.profiling.perfetto import to_chrome_trace, write_chrome_trace
 from hase.profiling.run import ProfileAnalysis, ProfileResult, analyze, profile_folder, profile_model
+from hase.runtime.profile import load_profile
+from hase.runtime.types import EPConfig, Timing
 
 TRACE_SUFFIX = ".hase_trace.json"
 OP_ROWS = 15  # op types listed in the per-op table; the others are folded into one row

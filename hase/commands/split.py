@@ -13,7 +13,7 @@ from rich.table import Table
 from hase.commands.common import add_ep_args, add_input_shape_arg, add_json_arg, input_shapes
 from hase.files import check_output_dir, removed_on_error
 from hase.kernels.split import split_to_dir
-from hase.measure.types import EPConfig
+from hase.runtime.types import EPConfig
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

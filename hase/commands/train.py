@@ -21,6 +21,9 @@ from rich.table import Table
 from hase import paths
 from hase.commands.common import add_device_arg, add_json_arg, add_store_arg, stderr_console
 from hase.files import check_output_dir
+from hase.predict.dataset import store_devices
+from hase.predict.locate import check_not_shipped
+from hase.predict.train import load_train_config, train
 
 if TYPE_CHECKING:  # pragma: no cover - the predictor stack loads only when a command runs
     from hase.predict.train import TrainResult
@@ -48,9 +51,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Train every device asked for (all the store has by default), then print or JSON-dump the figures."""
-    from hase.predict.dataset import store_devices
-    from hase.predict.locate import check_not_shipped
-    from hase.predict.train import load_train_config, train
 
     targets = tuple(t.strip() for t in args.targets.split(",")) if args.targets else None
     cfg = load_train_config(args.config, targets=targets, save_targets=args.save_targets)

@@ -6,11 +6,27 @@ import argparse
 import shutil
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich.console import Console
 from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
 
-from hase import paths
+from hase import paths, zoo
+from hase.errors import HaseError
+from hase.files import check_output_dir, check_output_file, outermost_missing, write_atomic
+from hase.sampler.config import read_zoo, zoo_sampler
+from hase.sampler.ranges import extract_ranges, ranges_csv
+from hase.sampler.refine import refine
 
 KERNEL_RANGES = "configs/kernel_ranges.csv"  # the sampler's table of real kernel sizes (committed)
 ROUNDS_DIR = "data/sampler"  # where `--refine` writes round configs (git-ignored)
@@ -55,17 +71,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build or list the zoo; prints a progress bar and a per-family summary table."""
-    from rich.console import Console
 
-    from hase import zoo
-    from hase.files import check_output_dir, outermost_missing
 
     console = Console()
     if args.ranges:
         return _ranges(args, console)
     if args.refine:
         return _refine(args, console)
-    specs = zoo.load_zoo_config(args.config)
+    config = read_zoo(args.config)
+    specs = list(config.specs)
     if args.list:
         console.print(_variants_table(specs))
         return 0
@@ -76,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with _progress(console) as progress:
             task = progress.add_task("building", total=len(specs))
-            for entry in zoo.ensure_zoo(args.config, args.out):
+            for entry in zoo.ensure_zoo(config, args.out):
                 built[entry.spec.family] += entry.built
                 sizes[entry.spec.family] += entry.path.stat().st_size
                 progress.update(task, advance=1, description=escape(entry.spec.name))
@@ -93,21 +107,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _progress(console: Console) -> Progress:
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
 
     return Progress(TextColumn("[bold]zoo"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.description}"), console=console)
 
 
 def _variants_table(specs: Sequence[ModelSpec]) -> Table:
-    from rich.table import Table
 
     table = Table(title=f"{len(specs)} model variants")
     table.add_column("name", no_wrap=True)
@@ -119,7 +124,6 @@ def _variants_table(specs: Sequence[ModelSpec]) -> Table:
 
 
 def _summary_table(specs: Sequence[ModelSpec], built: Mapping[str, int], sizes: Mapping[str, int]) -> Table:
-    from rich.table import Table
 
     models = Counter(spec.family for spec in specs)
     table = Table("family", "models", "built now", "size MB", title="model zoo")
@@ -132,11 +136,7 @@ def _summary_table(specs: Sequence[ModelSpec], built: Mapping[str, int], sizes: 
 
 def _ranges(args: argparse.Namespace, console: Console) -> int:
     """`--ranges DIR...`: the kernel sizes of real models, written to --ranges-out."""
-    from pathlib import Path
 
-    from hase.errors import HaseError
-    from hase.files import check_output_file, write_atomic
-    from hase.zoo.ranges import extract_ranges, ranges_csv
 
     check_output_file(args.ranges_out, "--ranges-out")
     models = []
@@ -156,11 +156,8 @@ def _ranges(args: argparse.Namespace, console: Console) -> int:
 
 def _refine(args: argparse.Namespace, console: Console) -> int:
     """`--refine`: the next adaptive round of sampled blocks, as a zoo config."""
-    from hase.files import check_output_dir
-    from hase.zoo import read_zoo_config
-    from hase.zoo.refine import refine
 
-    if read_zoo_config(args.config).sampler is None:
+    if zoo_sampler(read_zoo(args.config)) is None:
         console.print(f"{args.config} has no [sampler] table: no sampled blocks to refine", markup=False,
                       soft_wrap=True)
         return 0

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
-from onnx.external_data_helper import load_external_data_for_model
+from onnx.external_data_helper import ExternalDataInfo, load_external_data_for_model, uses_external_data
 
 from hase.errors import HaseError
 from hase.kernels import lean, probe
@@ -36,8 +36,8 @@ from hase.kernels.shapes import (  # noqa: F401 - the parsers stay importable fr
     parse_input_shapes,
 )
 from hase.kernels.types import TensorSpec
-from hase.measure import runtime
-from hase.measure.types import EPConfig
+from hase.runtime import sessions
+from hase.runtime.types import EPConfig
 
 PathLike = str | os.PathLike[str]
 
@@ -118,7 +118,6 @@ def _check_external_data(p: Path) -> None:
         bare = onnx.load(str(p), load_external_data=False)
     except Exception:
         return  # not parseable: load_model reports it
-    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
     for t in bare.graph.initializer:
         try:
@@ -234,7 +233,7 @@ def optimize_to(model: onnx.ModelProto | None, ep: EPConfig, directory: PathLike
         model_src = src
     else:
         model_src = source
-    sess = runtime.make_session(model_src, ep, optimized_model_path=str(out), config=config)
+    sess = sessions.make_session(model_src, ep, optimized_model_path=str(out), config=config)
     del sess
     src.unlink(missing_ok=True)
     return out

@@ -16,9 +16,9 @@ import onnx
 from hase.errors import HaseError, first_line
 from hase.kernels.inputs import np_dtype
 from hase.kernels.types import TensorSpec
-from hase.measure import runtime
-from hase.measure.types import EPConfig
-from hase.profiling import events as E
+from hase.runtime import profile as E
+from hase.runtime import sessions
+from hase.runtime.types import EPConfig
 
 _CPU = EPConfig(name="shape-probe", ep="cpu", intra_op_threads=1, opt_level="disabled")
 # ORT profile type names -> numpy dtype names
@@ -66,7 +66,7 @@ def run_all_values(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dic
         probe_bytes = opt.SerializeToString()
     finally:
         del opt.graph.output[n_outputs:]  # the caller's graph is left as it was (no copy of the weights)
-    sess = runtime.make_session(probe_bytes, _CPU, config=NO_PREPACK)
+    sess = sessions.make_session(probe_bytes, _CPU, config=NO_PREPACK)
     del probe_bytes
     names = [o.name for o in sess.get_outputs()]
     try:
@@ -100,7 +100,7 @@ def infer_shapes(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[
     """
     values = _const_and_feed_specs(opt, feeds)
     try:
-        sess = runtime.make_session(_weightless(opt).SerializeToString(), _CPU, config=NO_PREPACK, log_severity=4)
+        sess = sessions.make_session(_weightless(opt).SerializeToString(), _CPU, config=NO_PREPACK, log_severity=4)
     except HaseError as exc:
         raise ShapesUnavailable(f"ORT cannot load the graph without its weights ({first_line(exc)})") from exc
     inferred = {o.name: (str(o.type), o.shape) for o in sess.get_outputs()}
@@ -147,7 +147,7 @@ def observe_shapes(opt: onnx.ModelProto, path: str | os.PathLike[str],
     ranges); cheaper than `observe_values` since no tensor is kept alive for inspection."""
     values = _const_and_feed_specs(opt, feeds)
     with tempfile.TemporaryDirectory(prefix="hase_probe_") as tmp:
-        sess = runtime.make_session(str(path), _CPU, profile_prefix=str(Path(tmp) / "probe"), config=NO_PREPACK)
+        sess = sessions.make_session(str(path), _CPU, profile_prefix=str(Path(tmp) / "probe"), config=NO_PREPACK)
         try:
             sess.run(None, dict(feeds))
         except Exception as exc:

@@ -19,10 +19,11 @@ import onnx
 from onnx import helper, numpy_helper
 
 from hase.errors import HaseError
-from hase.kernels.graph import KernelGraph
+from hase.files import write_atomic  # not at import time: `hase predict` splits without writing
+from hase.kernels.graph import KernelGraph, kernel_graph, load_model
 from hase.kernels.inputs import random_tensor
 from hase.kernels.types import KernelNode, KernelSpec, TensorSpec
-from hase.measure.types import EPConfig
+from hase.runtime.types import EPConfig
 
 SMALL_CONST = 64  # constant inputs with at most this many elements are hashed by value (shapes, axes)
 OPTIMIZED_FILE = "optimized.onnx"  # ORT's optimized graph (the kernel graph), written by split_to_dir
@@ -174,8 +175,6 @@ def split_to_dir(model_path: str | os.PathLike[str], out: str | os.PathLike[str]
 
     Returns a summary: node and unique-kernel counts, and per op type (nodes, unique kernels).
     """
-    from hase.files import write_atomic  # not at import time: `hase predict` splits without writing
-    from hase.kernels.graph import kernel_graph, load_model
 
     kg = kernel_graph(load_model(model_path, input_shapes), ep)
     nodes = split(kg)
@@ -198,7 +197,6 @@ def split_to_dir(model_path: str | os.PathLike[str], out: str | os.PathLike[str]
 def _write_optimized(model: onnx.ModelProto, folder: Path) -> None:
     """ORT's optimized graph as `optimized.onnx`, weights inline; over protobuf's 2 GB, its initializers over
     1 KB go to `optimized.weights.bin` beside it (ONNX external data), which changes `model` in place."""
-    from hase.files import write_atomic
 
     if model.ByteSize() <= PROTOBUF_MAX_BYTES:
         write_atomic(folder / OPTIMIZED_FILE, model.SerializeToString())

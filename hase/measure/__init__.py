@@ -1,1 +1,3 @@
-"""The measure stage: ORT sessions per device config, timed units of work (kernel, model), resumable collect, store."""
+"""The measure stage: timed units of work (kernel, model), the canary, resumable collect and the store.
+
+Sessions, IOBinding and robust timing are ONNX Runtime's layer, `hase.runtime`."""

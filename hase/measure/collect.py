@@ -32,7 +32,6 @@ from hase import paths
 from hase.errors import HaseError
 from hase.kernels import graph, split
 from hase.kernels.types import KernelNode
-from hase.measure import runtime
 from hase.measure.canary import Canary, CanaryCheck, canary_timer
 from hase.measure.config import CollectConfig, load_collect_config, settings_hash
 from hase.measure.jobs import (
@@ -49,7 +48,10 @@ from hase.measure.jobs import (
     timed_check,
 )
 from hase.measure.store import Store
-from hase.measure.types import EPConfig, MeasureSettings, ModelSource
+from hase.measure.types import MeasureSettings, ModelSource
+from hase.runtime import sessions
+from hase.runtime.types import EPConfig
+from hase.zoo import ZooConfig, ensure_zoo
 
 __all__ = ["CollectConfig", "CollectReport", "DeviceRun", "ModelSource", "WorkerSummary", "collect", "device_jobs",
            "dir_sources", "load_collect_config", "model_jobs", "zoo_sources"]
@@ -101,10 +103,9 @@ class CollectReport:
     return_s: list[float] = field(default_factory=list)
 
 
-def zoo_sources(zoo_config: str | Path, out_dir: str | Path = paths.ZOO_DIR) -> Iterator[ModelSource]:
-    """Build (where missing) and yield the zoo's models one at a time."""
-    from hase.zoo import ensure_zoo
-
+def zoo_sources(zoo_config: ZooConfig, out_dir: str | Path = paths.ZOO_DIR) -> Iterator[ModelSource]:
+    """Build (where missing) and yield a parsed zoo config's models one at a time
+    (`hase.sampler.config.read_zoo` reads one with its sampled blocks)."""
     for entry in ensure_zoo(zoo_config, out_dir):
         yield ModelSource(entry.spec.name, entry.spec.family, Path(entry.path))
 
@@ -224,7 +225,7 @@ def collect(sources: Iterable[ModelSource], cfg: CollectConfig, store: Store,
     start = time.perf_counter()
     sources = list(sources) if len(cfg.devices) > 1 else sources
     for ep in cfg.devices:
-        runtime.check_provider(ep)
+        sessions.check_provider(ep)
     with store.writer_lock():
         for ep in cfg.devices:
             run = DeviceRun(store, ep, cfg.settings, report, progress, retry_skips)

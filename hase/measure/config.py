@@ -18,7 +18,8 @@ from typing import Any
 
 from hase.errors import HaseError
 from hase.files import load_toml
-from hase.measure.types import EP_PROVIDERS, OPT_LEVELS, CanaryPolicy, EPConfig, MeasureSettings, TimingPolicy
+from hase.measure.types import CanaryPolicy, MeasureSettings
+from hase.runtime.types import EP_PROVIDERS, OPT_LEVELS, EPConfig, TimingPolicy
 
 __all__ = ["CollectConfig", "load_collect_config", "settings_hash"]
 

@@ -33,7 +33,8 @@ from hase.measure.config import CollectConfig
 from hase.measure.jobs import Job, JobResult, ModelJob, job_label, measure_job
 from hase.measure.placement import Worker, check_driver, pool, refusal
 from hase.measure.store import Store
-from hase.measure.types import EPConfig, MeasureSettings, ModelSource
+from hase.measure.types import MeasureSettings, ModelSource
+from hase.runtime.types import EPConfig
 
 __all__ = ["collect_fleet", "connected", "fleet_task", "import_ray"]
 

@@ -22,7 +22,8 @@ from hase.measure import kernel as measure
 from hase.measure.canary import Canary, CanaryCheck
 from hase.measure.kernel import KernelJob
 from hase.measure.model import measure_model
-from hase.measure.types import EPConfig, MeasureSettings, ModelSource
+from hase.measure.types import MeasureSettings, ModelSource
+from hase.runtime.types import EPConfig
 
 __all__ = ["FixedJob", "HostWatch", "Job", "JobResult", "KernelJob", "ModelJob", "job_label", "measure_job",
            "reason", "timed_check"]

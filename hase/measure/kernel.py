@@ -17,10 +17,11 @@ from onnx import TensorProto, helper
 from hase.errors import HaseError, first_line
 from hase.kernels.split import kernel_feeds
 from hase.kernels.types import KernelSpec
-from hase.measure import runtime
-from hase.measure.runtime import BoundRunner, time_loop
 from hase.measure.store import timing_row
-from hase.measure.types import EPConfig, MeasureSettings
+from hase.measure.types import MeasureSettings
+from hase.runtime import sessions
+from hase.runtime.sessions import BoundRunner, time_loop
+from hase.runtime.types import EPConfig
 
 
 @dataclass(frozen=True)
@@ -60,10 +61,10 @@ def measure_kernel(job: KernelJob, ep: EPConfig, settings: MeasureSettings) -> l
     on CUDA each runner copies the inputs to its own device buffers, so activations rotate as well.
     """
     feeds = kernel_feeds(job.spec)
-    meta = runtime.row_metadata(ep)
+    meta = sessions.row_metadata(ep)
     k = cold_session_count(job.weight_bytes, settings)
-    sessions = [runtime.make_session(job.model_bytes, ep, opt_level="disabled") for _ in range(k)]
-    runners = [BoundRunner(s, feeds, ep) for s in sessions]
+    kernel_sessions = [sessions.make_session(job.model_bytes, ep, opt_level="disabled") for _ in range(k)]
+    runners = [BoundRunner(s, feeds, ep) for s in kernel_sessions]
     try:
         runners[0].run()
     except Exception as exc:
@@ -91,9 +92,9 @@ def empty_kernel_model() -> onnx.ModelProto:
 
 def measure_fixed_cost(ep: EPConfig, settings: MeasureSettings) -> dict[str, Any]:
     """Per-run fixed cost of a standalone kernel run (row for `fixed_costs`)."""
-    sess = runtime.make_session(empty_kernel_model().SerializeToString(), ep, opt_level="disabled")
+    sess = sessions.make_session(empty_kernel_model().SerializeToString(), ep, opt_level="disabled")
     runner = BoundRunner(sess, {"x": np.zeros(1, np.float32)}, ep)
     policy = dataclasses.replace(settings.kernel, min_runs=max(settings.kernel.min_runs, 200),
                                  max_runs=max(settings.kernel.max_runs, 2000))
     t = time_loop([runner.run], policy)
-    return {"kind": "empty_kernel", **timing_row(t), **runtime.row_metadata(ep), "measured_at": time.time()}
+    return {"kind": "empty_kernel", **timing_row(t), **sessions.row_metadata(ep), "measured_at": time.time()}

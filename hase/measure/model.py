@@ -1,31 +1,34 @@
 """Unit of work "full model M on device D": session.run wall time, ORT profile decomposition, node spans.
 
-The wall time is measured the robust way (`hase.measure.robust`): a warm-up, then `settings.model_blocks`
+The wall time is measured the robust way (`hase.runtime.robust`): a warm-up, then `settings.model_blocks`
 blocks under the `settings.model` stop rule; the model's latency is the minimum of the block medians.
 """
 from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import onnx
 
 from hase.errors import HaseError, first_line
+from hase.kernels import lean
+from hase.kernels.graph import load_model
 from hase.kernels.inputs import make_model_feeds
 from hase.kernels.types import KernelNode
-from hase.measure import runtime
-from hase.measure.robust import BlockPolicy, RobustTiming, time_blocks
-from hase.measure.runtime import BoundRunner
 from hase.measure.store import DECOMP_COLS, robust_row
-from hase.measure.types import EPConfig, MeasureSettings, ModelSource
+from hase.measure.types import MeasureSettings, ModelSource
 from hase.profiling import decompose as profile
-from hase.profiling.events import CPU_PROVIDER, MEMCPY_OPS
 from hase.profiling.gpu.attribute import GPU_BUSY_US, attribute
 from hase.profiling.gpu.placement import split_cpu_nodes
 from hase.profiling.run import ProfileResult, profile_model
+from hase.runtime import sessions
+from hase.runtime.profile import CPU_PROVIDER, MEMCPY_OPS
+from hase.runtime.robust import BlockPolicy, RobustTiming, time_blocks
+from hase.runtime.sessions import BoundRunner
+from hase.runtime.types import EPConfig
 
 CUPTI_SOURCE = "cupti"  # span_source of a node span that is CUPTI's GPU busy time
 
@@ -43,7 +46,7 @@ def time_model(model: onnx.ModelProto, ep: EPConfig, settings: MeasureSettings) 
 
     Returns the timing and the API that was timed (`session.run` or `iobinding`).
     """
-    sess = runtime.make_session(model.SerializeToString(), ep)
+    sess = sessions.make_session(model.SerializeToString(), ep)
     feeds = make_model_feeds(model)
     fn: Callable[[], object]
     if ep.ep == "cpu":
@@ -77,7 +80,7 @@ def measure_model(model: onnx.ModelProto, src: ModelSource, nodes: list[KernelNo
     dec = profile.summarize(profile.decompose(events, skip_runs=settings.profile_warmup))
     summary = profile.node_summary(events, skip_runs=settings.profile_warmup)
     gpu_busy = _gpu_busy_us(res, settings.profile_warmup)
-    meta = runtime.row_metadata(ep)
+    meta = sessions.row_metadata(ep)
     kernel_of = {n.node_name: n.spec.kernel_id for n in nodes}
     source = profile.node_spans(events).groupby(profile.NODE_NAME)[profile.SPAN_SOURCE].first().to_dict()
     spans = [{"model_id": model_id, **_span_columns(r, kernel_of, source, gpu_busy), **meta}
@@ -122,3 +125,23 @@ def _span_columns(r: dict[Any, Any], kernel_of: dict[str, str], source: dict[Any
             "provider": r[profile.PROVIDER], "span_ms": float(span_us) / 1e3,
             "kernel_time_ms": float(r[profile.KERNEL_TIME_US]) / 1e3, "span_source": span_source,
             "n_runs": int(r[profile.N_RUNS])}
+
+
+def measure_latency(path: str | Path, ep: EPConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+                    policy: BlockPolicy | None = None, seed: int = 0) -> RobustTiming:
+    """A model file's latency on `ep` (its EP, threads and optimization level, ORT's defaults otherwise, weight
+    pre-packing included), timed the robust way with inputs and outputs pre-bound (IOBinding).
+
+    The model is read without its weights (`hase.kernels.lean`): ORT maps them from the file itself.
+    """
+    model = load_model(path, input_shapes, weights=False)
+    feeds = make_model_feeds(model, seed)
+    session = sessions.make_session(model.SerializeToString(), ep,
+                                    config={lean.EXTERNAL_FOLDER_CONFIG: str(Path(path).parent)})
+    del model
+    runner = sessions.BoundRunner(session, feeds, ep)
+    try:
+        runner.run()
+    except Exception as exc:  # ORT raises several exception types; all mean "this model does not run here"
+        raise HaseError(f"ONNX Runtime failed to run the model: {first_line(exc)}") from exc
+    return time_blocks(runner.run, policy or BlockPolicy())

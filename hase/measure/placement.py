@@ -17,13 +17,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hase import __version__
 from hase.errors import HaseError, first_line
-from hase.measure import runtime
 from hase.measure.collect import CollectReport, WorkerSummary
 from hase.measure.config import CollectConfig
 from hase.measure.jobs import HostWatch
 from hase.measure.store import Store
-from hase.measure.types import EPConfig
+from hase.runtime import sessions
+from hase.runtime.types import EPConfig
 
 __all__ = ["FINGERPRINT_COLS", "RESOURCE_PREFIX", "Worker", "device_resource", "live_workers", "pool", "probe_node",
            "refusal"]
@@ -47,8 +48,8 @@ def probe_node(eps: list[EPConfig]) -> dict[str, Any]:
     metas: dict[str, dict[str, Any] | str] = {}
     for ep in eps:
         try:
-            runtime.check_provider(ep)
-            metas[ep.name] = runtime.device_metadata(dataclasses.replace(ep, device_id=0))
+            sessions.check_provider(ep)
+            metas[ep.name] = sessions.device_metadata(dataclasses.replace(ep, device_id=0))
         except Exception as exc:  # a node that cannot run a config is left out for it, with the reason
             metas[ep.name] = first_line(exc)
     return {"host": socket.gethostname(), "meta": metas}
@@ -145,7 +146,7 @@ def pool(ray: Any, cfg: CollectConfig, store: Store, report: CollectReport
 def check_driver(expected: Mapping[str, Mapping[str, Any]]) -> None:
     """The driver splits every model with its own ONNX Runtime: it must be the version the fleet measures with,
     or the kernels it hands out would not be the ones the workers' ORT executes."""
-    here = runtime.ort().__version__
+    here = sessions.ort().__version__
     for device, fp in expected.items():
         if fp["ort_version"] not in (None, here):
             raise HaseError(f"this driver runs ONNX Runtime {here} but the machines of device config {device!r} run "
@@ -154,7 +155,6 @@ def check_driver(expected: Mapping[str, Mapping[str, Any]]) -> None:
 
 def _version_gap(meta: Mapping[str, Any]) -> str | None:
     """Why a node runs other Hase code than the driver (the jobs it is handed are this Hase's), or None."""
-    from hase import __version__
 
     if meta["hase_version"] != __version__:
         return (f"it runs Hase {meta['hase_version']}, the driver Hase {__version__}: install the same Hase on "

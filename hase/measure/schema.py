@@ -17,13 +17,13 @@ import sqlite3
 from pathlib import Path
 
 from hase.errors import HaseError
-from hase.measure.types import DEVICE_META_COLS, HOST
+from hase.runtime.types import DEVICE_META_COLS, HOST
 
 SCHEMA_VERSION = 3
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 TIMING_COLS = ["median_ms", "p10_ms", "p90_ms", "mean_ms", "min_ms", "n_runs"]
-#: the robust full-model statistic (hase.measure.robust): min of block medians, its spread, the noise flag
+#: the robust full-model statistic (hase.runtime.robust): min of block medians, its spread, the noise flag
 ROBUST_COLS = ["latency_ms", "block_spread", "noisy", "n_blocks"]
 #: the canary check before a job: its median, its ratio to the run's quietest check, the host-busy flag
 CANARY_COLS = ["canary_ms", "canary_ratio", "host_busy"]

@@ -7,7 +7,7 @@ need one file per job plus a manifest to get the same guarantees. SQLite is in t
 and pandas reads it directly (`Store.table(name)`).
 
 Tables (column names in `hase.measure.schema.SCHEMA`; every measurement row carries the device metadata
-columns `hase.measure.types.DEVICE_META_COLS`, filled by `hase.measure.runtime.device_metadata`):
+columns `hase.runtime.types.DEVICE_META_COLS`, filled by `hase.runtime.sessions.device_metadata`):
 - models:              one row per model and optimization level: family, source path, sha256, node and kernel
                        counts. A model is its file's content: `register_model` gives each sha256 one model_id.
 - kernels:             one row per unique kernel signature: op type, domain, signature JSON.
@@ -15,7 +15,7 @@ columns `hase.measure.types.DEVICE_META_COLS`, filled by `hase.measure.runtime.d
 - kernel_measurements: standalone latency per (kernel, device, variant 'warm'|'cold_weights').
 - node_spans:          in-model span and ORT kernel_time per (model, device, node), median over runs.
 - model_measurements:  session.run wall time and the profile decomposition per (model, device); `latency_ms` is
-                       the robust statistic (minimum of block medians, `hase.measure.robust`) with its
+                       the robust statistic (minimum of block medians, `hase.runtime.robust`) with its
                        `block_spread`, `noisy` flag and `n_blocks`; median/p10/p90 are over all timed runs.
 - canary columns:      `canary_ms`, `canary_ratio`, `host_busy` on kernel and model rows: the canary check before
                        the job (`hase.measure.canary`); NULL where no check ran (or on rows of older stores).
@@ -46,9 +46,9 @@ import pandas as pd
 
 from hase.errors import HaseError
 from hase.measure import schema
-from hase.measure.robust import RobustTiming
 from hase.measure.schema import CANARY_COLS, DECOMP_COLS, ROBUST_COLS, SCHEMA, SCHEMA_VERSION, TIMING_COLS
-from hase.measure.types import Timing
+from hase.runtime.robust import RobustTiming
+from hase.runtime.types import Timing
 
 if sys.platform != "win32":
     import fcntl

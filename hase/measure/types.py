@@ -1,106 +1,13 @@
-"""Records the measure stage shares with the rest of Hase: device configs, stop rules, timings, settings.
+"""Records of the measure stage: the canary's policy, how hard to measure, and the model files to collect.
 
-They import only numpy and the standard library (never onnxruntime), so the CLI, profiling, the
-pipeline and the predictor can name a device configuration without loading the measuring code.
+Device configurations and timing summaries are ONNX Runtime's own records (`hase.runtime.types`).
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from hase.errors import HaseError
-
-OPT_LEVELS = ("disabled", "basic", "extended", "all")
-EP_PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
-
-
-@dataclass(frozen=True)
-class EPConfig:
-    """A device configuration: which execution provider runs, with which threads and graph optimizations."""
-
-    name: str = "cpu"
-    ep: str = "cpu"
-    intra_op_threads: int = 1
-    inter_op_threads: int = 1
-    opt_level: str = "all"  # ONNX Runtime's default level
-    device_id: int = 0
-
-    def __post_init__(self) -> None:
-        if self.ep not in EP_PROVIDERS:
-            raise HaseError(f"unknown execution provider {self.ep!r}: use one of {sorted(EP_PROVIDERS)}")
-        if self.opt_level not in OPT_LEVELS:
-            raise HaseError(f"unknown optimization level {self.opt_level!r}: use one of {list(OPT_LEVELS)}")
-        if self.intra_op_threads < 0 or self.inter_op_threads < 0:
-            raise HaseError("thread counts must be >= 0 (0 lets ONNX Runtime choose)")
-
-    @property
-    def provider(self) -> str:
-        """ONNX Runtime's name of the execution provider, e.g. `CPUExecutionProvider`."""
-        return EP_PROVIDERS[self.ep]
-
-    @property
-    def device_type(self) -> str:
-        """Where IOBinding buffers live for this provider (`cpu` or `cuda`)."""
-        return "cuda" if self.ep == "cuda" else "cpu"
-
-
-@dataclass(frozen=True)
-class DeviceMeta:
-    """The settings every measurement row carries beside its figure, so a figure never loses its context."""
-
-    device: str
-    cpu_model: str
-    gpu_name: str
-    gpu_driver: str
-    ort_version: str
-    execution_provider: str
-    intra_op_threads: int
-    inter_op_threads: int
-    opt_level: str
-    hase_version: str
-
-
-#: The device-metadata columns of every measurement table, in store order.
-DEVICE_META_COLS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(DeviceMeta))
-HOST = "host"  # the measuring machine's name, on every measurement row beside DEVICE_META_COLS (not a setting)
-
-
-@dataclass(frozen=True)
-class TimingPolicy:
-    """Stop rule of a timing loop: warm-up runs, then runs until both `min_runs` and `min_time_s` are met
-    or `max_runs` / `max_time_s` is hit (`hase.measure.config` checks a config's values against their ranges)."""
-
-    warmup: int = 5
-    min_runs: int = 10
-    max_runs: int = 200
-    min_time_s: float = 0.05
-    max_time_s: float = 1.0
-
-
-@dataclass(frozen=True)
-class Timing:
-    """Summary of timed runs in milliseconds: median with p10/p90 spread and the sample count."""
-
-    median_ms: float
-    p10_ms: float
-    p90_ms: float
-    mean_ms: float
-    min_ms: float
-    n: int
-    total_s: float
-
-    @classmethod
-    def from_samples(cls, samples_s: list[float] | np.ndarray) -> Timing:
-        """Summarize per-run durations given in seconds; no samples is a ValueError."""
-        a = np.asarray(samples_s, dtype=float) * 1e3
-        if a.size == 0:
-            raise ValueError("no timing samples")
-        p10, med, p90 = np.percentile(a, [10, 50, 90])
-        return cls(float(med), float(p10), float(p90), float(a.mean()), float(a.min()), int(a.size),
-                   float(a.sum() / 1e3))
+from hase.runtime.types import TimingPolicy
 
 
 @dataclass(frozen=True)
@@ -131,7 +38,7 @@ class MeasureSettings:
     """How hard to measure: stop rules for kernels and models, profiled runs, cold-weight rotation.
 
     A full model is timed in `model_blocks` blocks, each under the `model` stop rule (its warm-up runs once,
-    before the first block); its latency is the minimum of the block medians (`hase.measure.robust`), and
+    before the first block); its latency is the minimum of the block medians (`hase.runtime.robust`), and
     block medians more than `noise_bound` apart flag it noisy. `canary` checks the host between jobs.
     """
 

@@ -5,13 +5,14 @@ A missing device is a HaseError before anything runs: Hase never falls back to a
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from hase.errors import HaseError
-from hase.measure import runtime
-from hase.measure.types import EPConfig
+from hase.runtime import sessions
+from hase.runtime.types import EPConfig
 
 ORT, OPENVINO, HOST = "ort", "openvino", "host"
 _CUDA = re.compile(r"^cuda(?::(\d+))?$")
@@ -81,7 +82,7 @@ def check_devices(names: Iterable[str], core: OpenVinoCore) -> list[Device]:
     for name in dict.fromkeys(names):
         dev = parse_device(name)
         if dev.backend == ORT:
-            runtime.check_provider(dev.ep_config(1))
+            sessions.check_provider(dev.ep_config(1))
             if dev.cuda_id:
                 _check_cuda_index(dev)
         elif dev.backend == OPENVINO:
@@ -95,7 +96,6 @@ def check_devices(names: Iterable[str], core: OpenVinoCore) -> list[Device]:
 
 def _check_cuda_index(dev: Device) -> None:
     """Where nvidia-smi answers, the CUDA device index must exist (otherwise ORT's own load error decides)."""
-    import subprocess
 
     try:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10, check=True).stdout
@@ -108,10 +108,10 @@ def _check_cuda_index(dev: Device) -> None:
 
 
 def device_metadata(dev: Device, core: OpenVinoCore, threads: int = 1) -> dict[str, Any]:
-    """Columns describing the device a figure was measured on (ORT via `runtime.device_metadata`)."""
+    """Columns describing the device a figure was measured on (ORT via `sessions.device_metadata`)."""
     if dev.backend == ORT:
-        return runtime.device_metadata(dev.ep_config(threads))
-    meta: dict[str, Any] = {"device": dev.name, "cpu_model": runtime.cpu_model()}
+        return sessions.device_metadata(dev.ep_config(threads))
+    meta: dict[str, Any] = {"device": dev.name, "cpu_model": sessions.cpu_model()}
     if dev.backend == OPENVINO:
         ov = openvino()
         meta["openvino_version"] = ov.__version__

@@ -20,6 +20,8 @@ from hase.pipeline import schema as S
 from hase.pipeline.build import PreparedPipeline
 from hase.pipeline.spec import PipelineSpec
 from hase.pipeline.summary import PipelineSummary
+from hase.predict.bundle import predictor_dir
+from hase.predict.estimate import predict_model_latency
 
 LatencyPredictor: TypeAlias = Callable[[Path], float]  # model file -> predicted latency of one inference, in ms
 Predictors: TypeAlias = LatencyPredictor | Mapping[str, LatencyPredictor]  # one for all devices, or per device
@@ -77,8 +79,6 @@ def stage_predictors(spec: PipelineSpec, device_config: str,
 
     Raises HaseError, before anything runs, when `device_config` has no trained predictor.
     """
-    from hase.predict.bundle import predictor_dir
-    from hase.predict.estimate import predict_model_latency
 
     predictor_dir(device_config, predictors_dir)
     predict = functools.partial(predict_model_latency, device=device_config, predictors_dir=predictors_dir)

@@ -12,7 +12,7 @@ consecutive batches, and the first `hw_sample_warmup` runs of each block are not
 machine the profiled copy needed 6-8 runs to reach its steady kernel times again (the first run 1.7-3.3x
 slower).
 
-After the run, `finish()` streams the profile through `hase.profiling.events` and gives each profiled run the sum
+After the run, `finish()` streams the profile through `hase.runtime.profile` and gives each profiled run the sum
 of its node kernel times (GPU `Kernel` events where the CUDA EP records them). ORT keeps profile events in memory
 (about 2 KB each), so profiling stops after `hw_profile_events` events per executor: the executor ends
 the profile right after that run (a `profiler_flush` event marks the pause) and later runs have no
@@ -31,12 +31,12 @@ import numpy.typing as npt
 import onnx
 
 from hase.errors import HaseError, first_line
-from hase.measure import runtime
-from hase.measure.types import EPConfig
 from hase.pipeline.backends import register_backend
 from hase.pipeline.devices import ORT, Device
 from hase.pipeline.executors import BlockingAsync, ExecutorOptions, ExecutorRequest, InferResult, SampleWarmup
-from hase.profiling import events as E
+from hase.runtime import profile as E
+from hase.runtime import sessions
+from hase.runtime.types import EPConfig
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class _BoundSession:
     """One ORT session with IOBinding: bind an input, run, return a copy of the first output."""
 
     def __init__(self, model: Path, ep: EPConfig, profile_prefix: str | None) -> None:
-        self.session = runtime.make_session(model, ep, profile_prefix=profile_prefix)
+        self.session = sessions.make_session(model, ep, profile_prefix=profile_prefix)
         self._ep = ep
         inputs = self.session.get_inputs()
         if len(inputs) != 1:
@@ -63,7 +63,7 @@ class _BoundSession:
             raise HaseError(f"{model.name}: input type {self.input.type} is not supported by the pipeline runner")
         shape = [d if isinstance(d, int) else 1 for d in self.input.shape]
         zeros: np.ndarray = np.zeros(shape, ORT_DTYPES[self.input.type])
-        self._runner = runtime.BoundRunner(self.session, {self.input.name: zeros}, ep)
+        self._runner = sessions.BoundRunner(self.session, {self.input.name: zeros}, ep)
         self._device_input = None
 
     def run(self, x: np.ndarray) -> np.ndarray:
@@ -72,7 +72,7 @@ class _BoundSession:
         if self._ep.device_type == "cpu":
             binding.bind_cpu_input(self.input.name, np.ascontiguousarray(x))
         else:
-            val = runtime.ort().OrtValue.ortvalue_from_numpy(np.ascontiguousarray(x), "cuda", self._ep.device_id)
+            val = sessions.ort().OrtValue.ortvalue_from_numpy(np.ascontiguousarray(x), "cuda", self._ep.device_id)
             self._device_input = val  # must outlive the run
             binding.bind_ortvalue_input(self.input.name, val)
             binding.synchronize_inputs()  # a new input every batch (BoundRunner synchronizes only its first)
@@ -198,8 +198,8 @@ def run_times_from_profile(path: str | os.PathLike[str]) -> tuple[npt.NDArray[np
     """Per-run hardware and marshalling time (ns) from an ORT profile, runs in the order they ran.
 
     A run is a `model_run` event; its node `*_kernel_time` events (or, where present, GPU `Kernel` events)
-    are the ones that start inside its [ts, ts + dur] window (`hase.profiling.events.run_ids`). The file is
-    streamed one line at a time (`hase.profiling.events.stream_trace`), so a cut-off last line is skipped.
+    are the ones that start inside its [ts, ts + dur] window (`hase.runtime.profile.run_ids`). The file is
+    streamed one line at a time (`hase.runtime.profile.stream_trace`), so a cut-off last line is skipped.
     """
     run_ts: list[float] = []
     run_dur: list[float] = []

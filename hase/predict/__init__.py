@@ -10,7 +10,8 @@
     crossval     leave-family-out folds (used by train, reported by evaluate)
     baselines    linear FLOPs / bytes baselines, scored the same way
     manifest     manifest.json as typed records; bundle: saving and verified loading of a predictor directory
-    train        cross-validate, choose target and calibration, fit, save (never imports evaluate)
+    train        cross-validate, choose target and calibration, fit, save
     estimate     a model file's predicted latency with its interval
-    evaluate     ratio tables (ratios) and headline figures of a trained predictor; report renders them
+
+Evaluation and reporting of a trained predictor are their own stage, `hase.evaluate`, above this one.
 """

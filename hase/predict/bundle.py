@@ -27,14 +27,15 @@ import zipfile
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from hase import __version__
 from hase.errors import HaseError, first_line
-from hase.measure.types import EPConfig
 from hase.predict import features as F
 from hase.predict.calibration import Calibration
 from hase.predict.locate import check_not_shipped, find_predictor
@@ -49,6 +50,7 @@ from hase.predict.manifest import (
     manifest_digest,
 )
 from hase.predict.predictor import KernelPredictor
+from hase.runtime.types import EPConfig
 
 if TYPE_CHECKING:  # pragma: no cover - pandas loads only to save tables, never to predict
     import pandas as pd
@@ -77,9 +79,7 @@ def schema_sha(schema: Mapping[str, Any]) -> str:
 def library_versions() -> dict[str, str]:
     """Versions of the libraries a predictor was trained with (from package metadata: importing
     scikit-learn alone costs ~1 s, which `hase predict` does not need)."""
-    from importlib.metadata import version
 
-    from hase import __version__
     return {"hase": __version__, "scikit-learn": version("scikit-learn"), "numpy": np.__version__,
             "pandas": version("pandas"), "python": sys.version.split()[0]}
 

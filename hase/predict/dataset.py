@@ -11,7 +11,7 @@ Column names of these tables are the constants below (the one place they are def
             not recorded), so evaluation can count them and training drop or down-weight them (`hase.predict.busy`)
 
 MEASURED_MS, the ground truth training calibrates against and evaluation compares to, is the robust
-session.run latency (`latency_ms`: the minimum of block medians, `hase.measure.robust`); rows measured before
+session.run latency (`latency_ms`: the minimum of block medians, `hase.runtime.robust`); rows measured before
 store version 2 have none, and fall back to the median over all runs (`median_ms`).
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ import pandas as pd
 from hase.errors import HaseError
 from hase.kernels.types import KernelSpec
 from hase.measure.store import Store
-from hase.measure.types import DEVICE_META_COLS
+from hase.runtime.types import DEVICE_META_COLS
 
 KERNEL_ID, OP_TYPE, SIGNATURE = "kernel_id", "op_type", "signature_json"
 WARM_MS, COLD_MS, SPAN_MS, KERNEL_TIME_MS = "warm_ms", "cold_ms", "span_ms", "kernel_time_ms"

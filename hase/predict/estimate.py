@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 
 from hase import paths
 from hase.errors import HaseError
+from hase.kernels import graph, split
 from hase.kernels.types import KernelSpec
 from hase.predict.bundle import PredictorBundle, load_bundle, predictor_dir
 from hase.predict.calibration import Calibration
@@ -34,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover - pandas loads only for `ModelEstimate.fra
     import pandas as pd
 
     from hase.kernels.graph import KernelGraph
-    from hase.measure.types import EPConfig
+    from hase.runtime.types import EPConfig
 
 NODE_NAME, OP_TYPE, KERNEL_ID, LOW_MS, HIGH_MS = "node_name", "op_type", "kernel_id", "low_ms", "high_ms"
 INTERVAL = (10.0, 90.0)  # percentiles of the trees' spread reported as the interval
@@ -106,7 +107,7 @@ class ModelEstimate:
 
     def frame(self) -> pd.DataFrame:
         """The kernels as a DataFrame: node_name, kernel_id, op_type, key, source, pred_ms."""
-        import pandas as pd
+        import pandas as pd  # noqa: PLC0415 - pandas (120 ms) loads only here: `hase predict` runs without it
 
         columns = [f.name for f in dataclasses.fields(KernelPrediction)]
         return pd.DataFrame([dataclasses.astuple(k) for k in self.kernels], columns=columns)
@@ -173,7 +174,6 @@ def build_kernel_graph(path: str | Path, ep: EPConfig, input_shapes: Mapping[str
                        free_dims: Mapping[str, int] | None = None) -> tuple[KernelGraph, float]:
     """The kernel graph `hase predict` needs (ORT's optimized graph and every tensor's shape, never the weights)
     and the seconds it took."""
-    from hase.kernels import graph
 
     t0 = time.perf_counter()
     kg = graph.file_kernel_graph(path, ep, input_shapes, with_weights=False, free_dims=free_dims)
@@ -183,7 +183,6 @@ def build_kernel_graph(path: str | Path, ep: EPConfig, input_shapes: Mapping[str
 def estimate_graph(path: str | Path, kg: KernelGraph, bundle: PredictorBundle, target: str | None = None,
                    graph_s: float = 0.0) -> ModelEstimate:
     """`estimate_model` of a kernel graph already built (`build_kernel_graph`) with the bundle's configuration."""
-    from hase.kernels import split
 
     t0 = time.perf_counter()
     target = bundle.target(target)

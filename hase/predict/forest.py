@@ -163,7 +163,7 @@ def linear_base_ms(X: NDArray[np.float32], fam: FeatureFamily, base: tuple[float
 def fit_base(X: NDArray[np.float32], y: NDArray[np.float64], fam: FeatureFamily,
              weight: NDArray[np.float64] | None = None) -> tuple[float, float, float]:
     """Non-negative a, b, c minimising the (weighted) relative error of a*flops + b*bytes + c against y."""
-    from scipy.optimize import nnls  # type: ignore[import-untyped]  # scipy-stubs is not installed
+    from scipy.optimize import nnls  # type: ignore[import-untyped]  # noqa: PLC0415 - scipy only when fitting
 
     cols = fam.column_names
     A = np.column_stack([X[:, cols.index("flops")], X[:, cols.index("bytes")], np.ones(len(X))]).astype(float)

@@ -18,6 +18,7 @@ from hase.errors import HaseError
 from hase.predict.bundle import PredictorBundle, load_bundle, read_manifest
 from hase.predict.locate import FoundPredictor, find_predictor, installed_predictors
 from hase.predict.manifest import Manifest
+from hase.runtime.sessions import cpu_model, gpu_info
 
 CUDA_PROVIDER = "CUDAExecutionProvider"
 
@@ -36,7 +37,6 @@ class HostInfo:
 def host_info(gpu: bool = False) -> HostInfo:
     """This host's CPU model, ONNX Runtime version and providers, usable CPUs and (with `gpu`, which runs
     nvidia-smi) GPU name."""
-    from hase.measure.runtime import cpu_model, gpu_info
 
     try:
         import onnxruntime

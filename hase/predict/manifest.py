@@ -20,9 +20,9 @@ from pathlib import PurePath
 from typing import Any
 
 from hase.errors import HaseError
-from hase.measure.types import DeviceMeta
 from hase.predict.calibration import FITTERS, FORMS, Calibration
 from hase.predict.metrics import Scores
+from hase.runtime.types import DeviceMeta
 
 MANIFEST = "manifest.json"
 FORMAT = "hase-predictor/2"

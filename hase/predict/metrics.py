@@ -87,7 +87,7 @@ def grouped_metrics(frame: pd.DataFrame, by: str | list[str], y: str, yhat: str)
         family | y | p           ->   family | n | rmse_ms | rmspe | acc5 | acc10 | mean_ratio | median_ratio
         a      | 1 | 1.1               a      | 2 | ...
     """
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415 - loads only when a table is asked for: `hase predict` runs without pandas
 
     names = [by] if isinstance(by, str) else by
     rows = []

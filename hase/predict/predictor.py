@@ -219,7 +219,7 @@ class KernelPredictor:
         one per kernel). Draw d of every kernel comes from tree d of its forest (cycled), so summing
         a draw over kernels gives one sample of the model total.
         """
-        import pandas as pd  # not at import time: `hase predict` runs without it (`predict_routes`)
+        import pandas as pd  # noqa: PLC0415 - not at import time: `hase predict` runs without it (`predict_routes`)
 
         keys, sources, pred, draws = self.predict_routes(specs, n_draws)
         return pd.DataFrame({KEY: keys, SOURCE: sources, PRED_MS: pred}), draws

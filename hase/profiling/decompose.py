@@ -1,6 +1,6 @@
 """The events DataFrame of an ORT profile -> per-node spans and a per-run time decomposition.
 
-Pure functions: nothing here reads files, runs a model or prints (`hase.profiling.events` reads profiles,
+Pure functions: nothing here reads files, runs a model or prints (`hase.runtime.profile` reads profiles,
 `hase.profiling.run` produces them, `hase.profiling.perfetto` exports them for Perfetto,
 `hase.profiling.findings.diagnose` turns a decomposition into plain-language findings).
 ORT profiles are in microseconds, and so is every figure here (`*_us`).
@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 
 from hase.errors import HaseError
-from hase.profiling import events as E
+from hase.runtime import profile as E
 from hase.tables import require_columns
 
 # ---------------------------------------------------------------- column names
 
-# columns these tables share with the events DataFrame (defined in hase.profiling.events)
+# columns these tables share with the events DataFrame (defined in hase.runtime.profile)
 NODE_NAME, OP_TYPE, PROVIDER, NODE_INDEX = E.NODE_NAME, E.OP_TYPE, E.PROVIDER, E.NODE_INDEX
 RUN_ID, TS_US, DUR_US, TID = E.RUN_ID, E.TS_US, E.DUR_US, E.TID
 # node_spans columns (besides RUN_ID, NODE_NAME, TID, OP_TYPE, PROVIDER, NODE_INDEX, TS_US)
@@ -27,7 +27,7 @@ N_RUNS, N_NODES, KERNEL_TIME_SHARE = "n_runs", "n_nodes", "kernel_time_share"
 # node_gaps columns (besides RUN_ID, TS_US, DUR_US)
 AFTER_NODE, BEFORE_NODE = "after_node", "before_node"
 FENCE = "fence"  # span_source of a node span measured from its fences (else "kernel_time")
-_EVENTS_HOW = "build it with hase.profiling.events.load_profile or parse_events"
+_EVENTS_HOW = "build it with hase.runtime.profile.load_profile or parse_events"
 
 # ---------------------------------------------------------------- decomposition metrics
 

@@ -22,7 +22,6 @@ from hase.profiling.decompose import (
     NODE_OVERLAP_US,
     PROVIDER,
 )
-from hase.profiling.events import CPU_PROVIDER
 from hase.profiling.gpu.attribute import (
     GPU_BUSY_US,
     N_ACTIVITIES,
@@ -31,6 +30,8 @@ from hase.profiling.gpu.attribute import (
     UNATTRIBUTED_BUSY_US,
     GpuAttribution,
 )
+from hase.runtime.profile import CPU_PROVIDER
+from hase.runtime.robust import RobustTiming
 from hase.tables import require_columns
 
 GPU_WAIT_SHARE = 0.3  # after-Execute share of model_run above which a GPU run is "waiting for the GPU"
@@ -127,10 +128,9 @@ def warmup_finding(all_runs: pd.DataFrame, skip_runs: int) -> list[str]:
 def noise_finding(per_run: pd.DataFrame, bound: float = NOISY_SPREAD, blocks: int = 3) -> list[str]:
     """A finding when the counted runs' model_run varies so much (p90 / p10 >= `bound`) that the machine was
     busy: medians per run and per node then disagree, and neither is the model's own time. It gives the
-    robust figure beside it (`hase.measure.robust`): the counted runs cut into `blocks` blocks of consecutive
+    robust figure beside it (`hase.runtime.robust`): the counted runs cut into `blocks` blocks of consecutive
     runs, the minimum of the block medians (interference only adds time, so the quietest block is the best
     estimate of the model's own time)."""
-    from hase.measure.robust import RobustTiming
 
     runs = per_run[MODEL_RUN_US]
     if len(runs) < 3:

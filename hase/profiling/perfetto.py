@@ -20,9 +20,9 @@ import pandas as pd
 from hase.errors import HaseError
 from hase.files import write_atomic
 from hase.profiling import decompose as P
-from hase.profiling import events as E
 from hase.profiling.gpu import attribute as A
 from hase.profiling.gpu import records as R
+from hase.runtime import profile as E
 from hase.tables import require_columns
 
 log = logging.getLogger(__name__)
@@ -34,14 +34,14 @@ SPANS_TID, GAPS_TID, REGIONS_TID = 1, 2, 3
 
 def to_chrome_trace(events: pd.DataFrame, derived: bool = True,
                     gpu: A.GpuAttribution | None = None) -> dict[str, Any]:
-    """The events DataFrame (from `hase.profiling.events.load_profile`) as a Perfetto-loadable trace dict.
+    """The events DataFrame (from `hase.runtime.profile.load_profile`) as a Perfetto-loadable trace dict.
 
     Example: a `conv1_kernel_time` event on CPUExecutionProvider becomes an `X` event on the track
     "Nodes: CPUExecutionProvider"; with derived=True, a `conv1` span event is added on
     "Hase derived / node spans"; with `gpu`, the GPU tracks and launch arrows (`gpu_events`).
     Returns `{"traceEvents": [...], "displayTimeUnit": "ms"}`.
     """
-    require_columns(events, E.EVENT_COLUMNS, "events", "build it with hase.profiling.events.load_profile")
+    require_columns(events, E.EVENT_COLUMNS, "events", "build it with hase.runtime.profile.load_profile")
     tids = _node_tracks(events)
     out = [_meta("process_name", ORT_PID, None, "ONNX Runtime profile"),
            _meta("process_sort_index", ORT_PID, None, 0, key="sort_index"),

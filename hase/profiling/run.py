@@ -22,10 +22,12 @@ import pandas as pd
 
 from hase.errors import HaseError, first_line
 from hase.files import check_output_dir, outermost_missing
+from hase.kernels.graph import load_model
+from hase.kernels.inputs import make_model_feeds
 from hase.profiling import decompose as P
 from hase.profiling.findings import diagnose, gpu_findings, noise_finding, warmup_finding
 from hase.profiling.gpu.attribute import GpuAttribution, attribute_or_fallback, recording_problem
-from hase.profiling.gpu.cupti import CuptiRecorder, cupti_available
+from hase.profiling.gpu.cupti import CuptiRecorder, cupti_available, cupti_module
 from hase.profiling.gpu.records import GpuRecording
 from hase.runtime import sessions
 from hase.runtime.profile import load_profile
@@ -82,8 +84,6 @@ def profile_model(
     nodes keep ORT's kernel_time spans (`cupti_note` says why).
     `optimized_model_path`: save the graph the session runs there (the node names of the profile).
     """
-    from hase.kernels.graph import load_model
-    from hase.kernels.inputs import make_model_feeds
 
     if runs < 1 or warmup < 0:
         raise HaseError(f"need runs >= 1 and warmup >= 0 (got runs={runs}, warmup={warmup})")
@@ -147,8 +147,16 @@ def _recorder(ep: EPConfig, cupti: bool | None) -> Iterator[tuple[CuptiRecorder 
     if ep.ep != "cuda":
         yield None, f"not a CUDA run ({ep.ep})"
         return
-    if cupti is False or (cupti is None and not cupti_available()):
-        yield None, "CUPTI off (--cupti off)" if cupti is False else "cupti-python is not installed"
+    if cupti is False:
+        yield None, "CUPTI off (--cupti off)"
+        return
+    if cupti is None and not cupti_available():
+        try:
+            cupti_module()
+            why = "cupti-python cannot be imported"
+        except HaseError as exc:
+            why = first_line(exc)
+        yield None, why
         return
     with contextlib.ExitStack() as stack:
         try:

@@ -21,7 +21,7 @@ import onnx
 
 from hase.errors import HaseError
 from hase.files import write_atomic
-from hase.zoo.config import ZooConfig, read_zoo_config
+from hase.zoo.config import ZooConfig
 from hase.zoo.layers import GraphBuilder
 from hase.zoo.registry import ModelSpec, get_family
 
@@ -60,13 +60,13 @@ def zoo_dir(config_path: str | Path, out_dir: str | Path) -> Path:
     return Path(out_dir) / Path(config_path).stem
 
 
-def ensure_zoo(config_path: str | Path, out_dir: str | Path) -> Iterator[ZooEntry]:
-    """Yield every model of the config, writing only missing or stale files; index.csv is written last.
+def ensure_zoo(config: ZooConfig, out_dir: str | Path) -> Iterator[ZooEntry]:
+    """Yield every model of a parsed zoo config (`hase.sampler.config.read_zoo` adds its sampled blocks), writing
+    only missing or stale files into `out_dir / config.name`; index.csv is written last.
 
     Models are built one at a time as the iterator is consumed, so memory holds at most one model.
     The index is only rewritten when the iteration runs to the end.
     """
-    config = read_zoo_config(config_path)
     folder = Path(out_dir) / config.name
     folder.mkdir(parents=True, exist_ok=True)
     rows = []

@@ -16,10 +16,12 @@ Format::
 
 A family given as a single table (``[families.gpt]``) is one grid.
 
-    [sampler]               # optional: sampled block models over real kernel sizes (hase.zoo.sampler)
+    [sampler]               # optional: sampled block models over real kernel sizes
     kernels = 240
 
-The sampled blocks follow the listed families' variants; a config may hold only a `[sampler]` table.
+The `[sampler]` table is kept as it is (`ZooConfig.sampler_table`): the kernel sampler (`hase.sampler.config`)
+validates it and adds the sampled blocks after the listed families' variants; a config may hold only a
+`[sampler]` table.
 """
 from __future__ import annotations
 
@@ -36,7 +38,6 @@ from hase.errors import HaseError
 from hase.files import load_toml
 from hase.zoo.layers import IR_VERSIONS
 from hase.zoo.registry import ModelSpec, families, get_family
-from hase.zoo.sampler import SamplerConfig, parse_sampler, sample_specs
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +46,17 @@ TOP_LEVEL_KEYS = ("seed", "opset", "families", "sampler")
 
 @dataclass(frozen=True)
 class ZooConfig:
-    """A parsed zoo config: its name (the file stem), weight seed, opset, the variants in file order (the sampled
-    blocks last) and the `[sampler]` settings, if any."""
+    """A parsed zoo config: its name (the file stem), weight seed, opset, the variants in file order, the raw
+    `[sampler]` table if any and the folder its relative paths start from.
+
+    `hase.sampler.config.resolve` appends the sampled blocks the `[sampler]` table asks for to `specs`."""
 
     name: str
     seed: int
     opset: int
     specs: tuple[ModelSpec, ...]
-    sampler: SamplerConfig | None = None
+    sampler_table: Mapping[str, Any] | None = None
+    config_dir: Path = Path(".")
 
 
 def read_zoo_config(path: str | Path) -> ZooConfig:
@@ -62,7 +66,7 @@ def read_zoo_config(path: str | Path) -> ZooConfig:
 
 
 def load_zoo_config(path: str | Path) -> list[ModelSpec]:
-    """The model variants a zoo config describes, in file order, duplicates dropped."""
+    """The hand-listed model variants of a zoo config, in file order, duplicates dropped (no sampled blocks)."""
     return list(read_zoo_config(path).specs)
 
 
@@ -77,10 +81,11 @@ def parse_zoo_config(data: Mapping[str, Any], name: str, config_dir: Path | None
         raise HaseError(f"seed = {seed!r} in zoo config {name!r} is invalid: use an integer >= 0")
     if type(opset) is not int or opset not in IR_VERSIONS:
         raise HaseError(f"opset = {opset!r} in zoo config {name!r} is not supported: use one of {sorted(IR_VERSIONS)}")
-    sampler = parse_sampler(data["sampler"], config_dir or Path("."), f"zoo config {name!r}") \
-        if "sampler" in data else None
+    sampler_table = data.get("sampler")
+    if sampler_table is not None and not isinstance(sampler_table, Mapping):
+        raise HaseError(f"[sampler] in zoo config {name!r} must be a table")
     groups = data.get("families", {})
-    if not isinstance(groups, Mapping) or (not groups and sampler is None):
+    if not isinstance(groups, Mapping) or (not groups and sampler_table is None):
         known = [f.name for f in families()]
         raise HaseError(f"zoo config {name!r} lists no families: add [[families.NAME]] tables, NAME one of {known}")
     specs: dict[str, ModelSpec] = {}
@@ -92,13 +97,15 @@ def parse_zoo_config(data: Mapping[str, Any], name: str, config_dir: Path | None
             if spec.name in specs:
                 log.debug("dropping duplicate variant %s", spec.name)
             specs.setdefault(spec.name, spec)
-    if sampler is not None:
-        for spec in sample_specs(sampler):
-            specs.setdefault(spec.name, spec)
-    if len(specs) > limits.ZOO_MAX_VARIANTS:
-        raise HaseError(f"zoo config {name!r} has {len(specs)} variants, over the limit of {limits.ZOO_MAX_VARIANTS}: "
+    check_variant_count(name, len(specs))
+    return ZooConfig(name, seed, opset, tuple(specs.values()), sampler_table, config_dir or Path("."))
+
+
+def check_variant_count(name: str, count: int) -> None:
+    """Refuse a zoo config of more than `limits.ZOO_MAX_VARIANTS` variants, sampled blocks included."""
+    if count > limits.ZOO_MAX_VARIANTS:
+        raise HaseError(f"zoo config {name!r} has {count} variants, over the limit of {limits.ZOO_MAX_VARIANTS}: "
                         f"lower [sampler] kernels or list fewer values")
-    return ZooConfig(name, seed, opset, tuple(specs.values()), sampler)
 
 
 def _expand_family(family_name: str, grids: Any, expanded: int = 0) -> list[ModelSpec]:

@@ -13,8 +13,8 @@ from conftest import exported_model
 from hase.cli import main
 from hase.kernels import split
 from hase.kernels.inputs import make_model_feeds
-from hase.measure import runtime
-from hase.measure.types import EPConfig
+from hase.runtime import sessions
+from hase.runtime.types import EPConfig
 
 EP = EPConfig()
 
@@ -30,8 +30,8 @@ def _check_optimized(out: Path, model_path: Path) -> onnx.ModelProto:
         assert (out / r["file"]).is_file()
     original = onnx.load(str(model_path))
     feeds = make_model_feeds(original)
-    ref = runtime.make_session(original.SerializeToString(), EP).run(None, feeds)
-    got = runtime.make_session(str(out / split.OPTIMIZED_FILE), EP, opt_level="disabled").run(None, feeds)
+    ref = sessions.make_session(original.SerializeToString(), EP).run(None, feeds)
+    got = sessions.make_session(str(out / split.OPTIMIZED_FILE), EP, opt_level="disabled").run(None, feeds)
     for a, b in zip(got, ref, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     return optimized

@@ -9,7 +9,7 @@ from onnx import TensorProto, helper
 from hase.errors import HaseError
 from hase.kernels import graph
 from hase.kernels.inputs import make_model_feeds
-from hase.measure.runtime import EPConfig
+from hase.runtime.sessions import EPConfig
 
 
 def test_kernel_graph_applies_ort_fusions(conv_model_path):

@@ -14,7 +14,7 @@ from onnx.external_data_helper import load_external_data_for_model
 
 from hase.errors import HaseError
 from hase.kernels import graph, lean, probe, split
-from hase.measure.types import EPConfig
+from hase.runtime.types import EPConfig
 
 
 def matmul_chain(n: int, d: int) -> onnx.ModelProto:

@@ -20,7 +20,7 @@ from hase.kernels import graph
 from hase.kernels.inputs import make_model_feeds, model_input_specs, random_tensor
 from hase.kernels.memory import check_model_memory, sized_tensors
 from hase.kernels.types import TensorSpec
-from hase.measure.types import EPConfig
+from hase.runtime.types import EPConfig
 
 
 def _peak_bytes(fn, *args, **kwargs) -> tuple[BaseException | None, int]:

@@ -12,7 +12,7 @@ from hase.cli import main
 from hase.errors import HaseError
 from hase.kernels import graph, split
 from hase.kernels.shapes import parse_free_dims
-from hase.measure.types import EPConfig
+from hase.runtime.types import EPConfig
 
 
 @pytest.fixture

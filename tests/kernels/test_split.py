@@ -12,8 +12,8 @@ from conftest import EXPORTED_MODELS, NCHWC, NCHWC_HOST, conv_bn_relu_model, exp
 
 from hase.cli import main
 from hase.kernels import graph, split
-from hase.measure import runtime
-from hase.measure.runtime import EPConfig
+from hase.runtime import sessions
+from hase.runtime.sessions import EPConfig
 
 EP = EPConfig()  # ONNX Runtime's default level, `all`
 LEVELS = ["extended", "all"]
@@ -25,7 +25,7 @@ def run_chained(kg: graph.KernelGraph, ep: EPConfig = EP) -> dict[str, np.ndarra
     values = dict(kg.feeds)
     for node, km in split.iter_kernel_models(kg):
         onnx.checker.check_model(km) if not node.domain else None
-        sess = runtime.make_session(km.SerializeToString(), ep, opt_level="disabled")
+        sess = sessions.make_session(km.SerializeToString(), ep, opt_level="disabled")
         outs = sess.run(None, {i.name: values[i.name] for i in sess.get_inputs()})
         values.update({o.name: a for o, a in zip(sess.get_outputs(), outs, strict=True)})
     return values
@@ -36,7 +36,7 @@ def assert_chain_matches_model(model: onnx.ModelProto, ep: EPConfig = EP) -> gra
     kg = graph.kernel_graph(model, ep)
     assert kg.opt_level == ep.opt_level
     values = run_chained(kg, ep)
-    full = runtime.make_session(model.SerializeToString(), ep).run(None, kg.feeds)
+    full = sessions.make_session(model.SerializeToString(), ep).run(None, kg.feeds)
     for out, ref in zip(model.graph.output, full, strict=True):
         np.testing.assert_allclose(values[out.name], ref, rtol=1e-4, atol=1e-5)
     return kg
@@ -68,10 +68,10 @@ def test_chain_equals_model_exported(name, opt_level):
 
 
 def zoo_specs_by_family():
-    from hase.zoo import load_zoo_config
+    from hase.sampler.config import load_zoo
 
     seen = {}
-    for spec in load_zoo_config(split_repo() / "configs" / "zoo_small.toml"):
+    for spec in load_zoo(split_repo() / "configs" / "zoo_small.toml"):
         seen.setdefault(spec.family, spec)
     return seen
 
@@ -146,7 +146,7 @@ def test_signature_roundtrip_and_constants(opt_level):
     km = split.kernel_model(kg, kg.nodes[conv.node_idx])
     assert [i.name for i in km.graph.input] == [conv.spec.inputs[0].name]
     assert len(km.graph.initializer) == 2
-    runtime.make_session(km.SerializeToString(), ep, opt_level="disabled")  # ORT runs it as it stands
+    sessions.make_session(km.SerializeToString(), ep, opt_level="disabled")  # ORT runs it as it stands
     # the second convolution and the residual Add: at `all` one kernel, the sum its fourth input (NCHWc Conv's Sum)
     assert [t.const for t in convs[1].spec.inputs] == ([False, True, True, False] if nchwc else [False, True, True])
 
@@ -161,7 +161,7 @@ def test_split_cli_writes_kernels(tmp_path, conv_model_path, capsys):
     assert len(list(out.glob("*.onnx"))) == summary["n_unique"] + 1  # the kernels and optimized.onnx
     assert not list(out.glob(".*"))  # no temporary file left behind by the atomic writes
     for f in out.glob("*.onnx"):
-        runtime.make_session(str(f), EP, opt_level="disabled")
+        sessions.make_session(str(f), EP, opt_level="disabled")
 
 
 def test_split_cli_bad_input(tmp_path, capsys):

@@ -16,8 +16,9 @@ from hase.measure import collect as coll
 from hase.measure.canary import Canary, canary_timer
 from hase.measure.config import load_collect_config
 from hase.measure.store import Store
-from hase.measure.types import CanaryPolicy, EPConfig
+from hase.measure.types import CanaryPolicy
 from hase.predict import dataset as D
+from hase.runtime.types import EPConfig
 
 POLICY = CanaryPolicy(busy_ratio=1.3, retries=2, wait_s=1.5, every_kernels=2)
 

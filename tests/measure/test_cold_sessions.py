@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from hase.measure import kernel, runtime
+from hase.measure import kernel
 from hase.measure.kernel import KernelJob, cold_session_count, measure_kernel
 from hase.measure.store import CANARY_COLS, SCHEMA, Store
-from hase.measure.types import EPConfig, MeasureSettings, TimingPolicy
+from hase.measure.types import MeasureSettings
+from hase.runtime.types import EPConfig, TimingPolicy
 
 EP = EPConfig(name="cpu-test")
 FAST = TimingPolicy(warmup=1, min_runs=3, max_runs=10, min_time_s=0.0, max_time_s=0.5)
@@ -53,15 +54,15 @@ def job() -> KernelJob:
 @pytest.fixture
 def opened(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Every session measure_kernel opens (real ORT sessions, recorded on the way)."""
-    sessions: list[Any] = []
-    real = runtime.make_session
+    opened_sessions: list[Any] = []
+    real = kernel.sessions.make_session
 
     def spy(*args: Any, **kwargs: Any) -> Any:
-        sessions.append(real(*args, **kwargs))
-        return sessions[-1]
+        opened_sessions.append(real(*args, **kwargs))
+        return opened_sessions[-1]
 
-    monkeypatch.setattr(kernel.runtime, "make_session", spy)
-    return sessions
+    monkeypatch.setattr(kernel.sessions, "make_session", spy)
+    return opened_sessions
 
 
 @pytest.mark.parametrize("sessions, max_kib, expected", [(3, 1 << 20, 3), (8, 3 * 16, 3), (8, 16, 2)])

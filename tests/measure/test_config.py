@@ -8,7 +8,8 @@ from collect_cases import FAST
 
 from hase.errors import HaseError
 from hase.measure.config import load_collect_config, settings_hash
-from hase.measure.types import CanaryPolicy, EPConfig, MeasureSettings
+from hase.measure.types import CanaryPolicy, MeasureSettings
+from hase.runtime.types import EPConfig
 
 DEVICE = '[[device]]\nname = "cpu-test"\nep = "cpu"\n'
 

@@ -10,45 +10,45 @@ import onnx
 import pytest
 
 from hase.errors import HaseError
-from hase.measure import runtime
 from hase.measure.model import cpu_fallback_count
-from hase.measure.types import EPConfig
 from hase.profiling import decompose as P
 from hase.profiling.gpu.placement import shape_subgraph_nodes
 from hase.profiling.run import profile_model
+from hase.runtime import sessions
+from hase.runtime.types import EPConfig
 
 MODELS = Path(__file__).parents[1] / "data" / "models"
 
 
 def _cpu_session(path: Path):
-    return runtime.make_session(path, EPConfig(name="cpu-test"))
+    return sessions.make_session(path, EPConfig(name="cpu-test"))
 
 
 def test_a_session_that_fell_back_to_the_cpu_fails_the_cuda_check():
     sess = _cpu_session(MODELS / "hf_bert_tiny_s64_b2.onnx")  # what ORT gives when CUDA cannot load
-    runtime.check_session_provider(sess.get_providers(), EPConfig(name="cpu-test"))
+    sessions.check_session_provider(sess.get_providers(), EPConfig(name="cpu-test"))
     with pytest.raises(HaseError, match=r"CUDAExecutionProvider was requested but the session runs on "
                                         r"CPUExecutionProvider: .*hase\[gpu\]"):
-        runtime.check_session_provider(sess.get_providers(), EPConfig(name="cuda0", ep="cuda"))
+        sessions.check_session_provider(sess.get_providers(), EPConfig(name="cuda0", ep="cuda"))
     with pytest.raises(HaseError, match="no provider"):
-        runtime.check_session_provider([], EPConfig(name="cuda0", ep="cuda"))
+        sessions.check_session_provider([], EPConfig(name="cuda0", ep="cuda"))
 
 
 def test_cuda_asked_of_the_cpu_wheel_is_one_line():
-    if "CUDAExecutionProvider" in runtime.ort().get_available_providers():
+    if "CUDAExecutionProvider" in sessions.ort().get_available_providers():
         pytest.skip("onnxruntime-gpu installed: this checks the CPU wheel")
     with pytest.raises(HaseError, match="not available in this onnxruntime build"):
-        runtime.make_session(MODELS / "hf_bert_tiny_s64_b2.onnx", EPConfig(name="cuda0", ep="cuda"))
+        sessions.make_session(MODELS / "hf_bert_tiny_s64_b2.onnx", EPConfig(name="cuda0", ep="cuda"))
 
 
 def test_preload_is_a_no_op_on_the_cpu_ep():
-    runtime.preload_cuda(EPConfig(name="cpu-test"))  # never touches CUDA libraries for a CPU config
+    sessions.preload_cuda(EPConfig(name="cpu-test"))  # never touches CUDA libraries for a CPU config
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="a GPU machine: the name is not empty there")
 def test_gpu_info_without_nvidia_smi_is_empty_for_any_device_id():
-    assert runtime.gpu_info(0) == ("", "") and runtime.gpu_info(3) == ("", "")
-    assert runtime.device_metadata(EPConfig(name="cpu-test"))["gpu_name"] == ""
+    assert sessions.gpu_info(0) == ("", "") and sessions.gpu_info(3) == ("", "")
+    assert sessions.device_metadata(EPConfig(name="cpu-test"))["gpu_name"] == ""
 
 
 def test_cpu_fallbacks_leave_out_the_shape_subgraph(tmp_path):

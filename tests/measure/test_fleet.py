@@ -22,9 +22,10 @@ from conftest import REPO, conv_bn_relu_model, embedding_model
 from hase.cli import main
 from hase.errors import HaseError
 from hase.measure import collect as coll
-from hase.measure import fleet, placement, runtime
+from hase.measure import fleet, placement
 from hase.measure.store import Store
-from hase.measure.types import EPConfig
+from hase.runtime import sessions
+from hase.runtime.types import EPConfig
 
 ray = pytest.importorskip("ray", reason="Ray is the `ray` extra (make setup installs it)")
 
@@ -127,8 +128,8 @@ def test_fleet_store_equals_a_serial_collect(tmp_path, cluster, config, zoo):
     assert b_jobs and {i["worker"] for i in b_jobs} == {next(k for k, d in devices.items() if "cpu-b" in d)}
     with Store(tmp_path / "fleet.sqlite") as s:
         km = s.table("kernel_measurements")
-    assert (km.cpu_model == runtime.cpu_model()).all() and km.canary_ms.notna().all()
-    assert (km.host == runtime.host_name()).all()  # the worker's own name (both local nodes run on this host)
+    assert (km.cpu_model == sessions.cpu_model()).all() and km.canary_ms.notna().all()
+    assert (km.host == sessions.host_name()).all()  # the worker's own name (both local nodes run on this host)
     assert sum(w.jobs_done for w in report.workers.values()) == len(serial["jobs"])
     assert not report.retried and not report.refused and report.dispatch_gaps_s
     # a rerun hands out nothing
@@ -230,7 +231,7 @@ def test_placement_options_pin_a_job_and_hold_the_node():
 
 
 def test_rows_of_another_machine_are_refused():
-    meta = runtime.device_metadata(EPConfig(name="cpu-1t"))
+    meta = sessions.device_metadata(EPConfig(name="cpu-1t"))
     expected = {c: meta[c] for c in placement.FINGERPRINT_COLS}
     assert placement.refusal({"kernel_measurements": [meta]}, expected) is None
     other = {**meta, "cpu_model": "Some Other CPU", "ort_version": "1.0.0"}
@@ -267,7 +268,7 @@ def test_unreachable_cluster_and_unoffered_device_write_nothing(tmp_path, cluste
 def test_a_store_of_another_machine_refuses_every_node(tmp_path, cluster, config):
     """The store's rows of cpu-a came from another CPU: no node of this cluster may add to them."""
     store = tmp_path / "s.sqlite"
-    meta = runtime.device_metadata(EPConfig(name="cpu-a"))
+    meta = sessions.device_metadata(EPConfig(name="cpu-a"))
     row = {**meta, "kind": "empty_kernel", "cpu_model": "Some Other CPU", "median_ms": 0.01, "measured_at": 1.0}
     with Store(store) as s:
         s.commit_job("fixed:empty_kernel", "cpu-a", {"fixed_costs": [row]})

@@ -11,9 +11,10 @@ from gpu_support import CUDA_EP, require_cuda
 
 from hase.kernels import graph, split
 from hase.kernels.inputs import make_model_feeds
-from hase.measure import runtime
 from hase.measure.model import measure_model, time_model
-from hase.measure.types import EPConfig, MeasureSettings, ModelSource, TimingPolicy
+from hase.measure.types import MeasureSettings, ModelSource
+from hase.runtime import sessions
+from hase.runtime.types import EPConfig, TimingPolicy
 from hase.zoo.build import build_model
 from hase.zoo.registry import get_family
 
@@ -33,12 +34,12 @@ def resnet(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_cuda_session_runs_on_cuda_and_matches_the_cpu(resnet):
     model = onnx.load(resnet)
-    sess = runtime.make_session(resnet, CUDA_EP)
+    sess = sessions.make_session(resnet, CUDA_EP)
     assert sess.get_providers()[0] == "CUDAExecutionProvider"
     feeds = make_model_feeds(model)
-    runner = runtime.BoundRunner(sess, feeds, CUDA_EP)
+    runner = sessions.BoundRunner(sess, feeds, CUDA_EP)
     runner.run()
-    ref = runtime.make_session(resnet, EPConfig(name="cpu")).run(None, feeds)[0]
+    ref = sessions.make_session(resnet, EPConfig(name="cpu")).run(None, feeds)[0]
     assert np.allclose(runner.outputs()[0], ref, rtol=1e-2, atol=1e-2)
 
 

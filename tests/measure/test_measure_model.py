@@ -12,7 +12,8 @@ from hase.kernels import graph, split
 from hase.kernels.types import KernelNode
 from hase.measure.model import measure_model, time_model
 from hase.measure.store import CANARY_COLS, DECOMP_COLS, SCHEMA, Store
-from hase.measure.types import DEVICE_META_COLS, EPConfig, MeasureSettings, ModelSource, TimingPolicy
+from hase.measure.types import MeasureSettings, ModelSource
+from hase.runtime.types import DEVICE_META_COLS, EPConfig, TimingPolicy
 
 EP = EPConfig(name="cpu-test")  # ONNX Runtime's default level, `all`
 FAST = TimingPolicy(warmup=1, min_runs=4, max_runs=8, min_time_s=0.0, max_time_s=1.0)

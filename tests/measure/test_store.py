@@ -269,8 +269,8 @@ def test_version_1_store_gets_the_robust_columns_and_training_falls_back_to_the_
 
     from hase.measure import collect as coll
     from hase.measure.schema import CANARY_COLS, ROBUST_COLS
-    from hase.measure.types import HOST
     from hase.predict import dataset as D
+    from hase.runtime.types import HOST
 
     cfg_path = tmp_path / "devices.toml"
     cfg_path.write_text(FAST)

@@ -1,4 +1,4 @@
-"""hase.measure.runtime.time_loop: warm-up, round-robin, the stop rule and the summary, on real ORT sessions.
+"""hase.runtime.sessions.time_loop: warm-up, round-robin, the stop rule and the summary, on real ORT sessions.
 
 The stop rule and the summary are checked with a fake clock that moves only when a (real) run says how
 long it took, so the expected sample count and statistics are exact; no test asserts a timing's magnitude.
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from hase.measure import runtime
-from hase.measure.types import DEVICE_META_COLS, EPConfig, Timing, TimingPolicy
+from hase.runtime import sessions
+from hase.runtime.types import DEVICE_META_COLS, EPConfig, Timing, TimingPolicy
 
 EP = EPConfig()
 
@@ -27,7 +27,7 @@ def add_one_session() -> tuple[Any, dict[str, np.ndarray]]:
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4])], initializer=[one])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
-    return runtime.make_session(m.SerializeToString(), EP), {"x": np.arange(16, dtype=np.float32).reshape(4, 4)}
+    return sessions.make_session(m.SerializeToString(), EP), {"x": np.arange(16, dtype=np.float32).reshape(4, 4)}
 
 
 class Clock:
@@ -43,7 +43,7 @@ class Clock:
 class Counted:
     """Runs a real bound ORT session, records in `log` which runner ran, and advances `clock` by the next duration."""
 
-    def __init__(self, runner: runtime.BoundRunner, tag: int, log: list[int], clock: Clock | None,
+    def __init__(self, runner: sessions.BoundRunner, tag: int, log: list[int], clock: Clock | None,
                  durations_s: Iterator[float] | None) -> None:
         self.runner, self.tag, self.log, self.clock, self.durations_s = runner, tag, log, clock, durations_s
 
@@ -60,13 +60,13 @@ def runners(n: int, log: list[int], clock: Clock | None = None,
     out = []
     for tag in range(n):
         sess, feeds = add_one_session()
-        out.append(Counted(runtime.BoundRunner(sess, feeds, EP), tag, log, clock, durations_s))
+        out.append(Counted(sessions.BoundRunner(sess, feeds, EP), tag, log, clock, durations_s))
     return out
 
 
 def test_bound_runner_computes_the_model():
     sess, feeds = add_one_session()
-    r = runtime.BoundRunner(sess, feeds, EP)
+    r = sessions.BoundRunner(sess, feeds, EP)
     r.run()
     np.testing.assert_array_equal(r.outputs()[0], feeds["x"] + 1)
 
@@ -74,21 +74,21 @@ def test_bound_runner_computes_the_model():
 def test_min_runs_with_no_time_floor_stops_at_min_runs_after_untimed_warmup():
     log: list[int] = []
     policy = TimingPolicy(warmup=3, min_runs=7, max_runs=100, min_time_s=0.0, max_time_s=60.0)
-    t = runtime.time_loop(runners(1, log), policy)
+    t = sessions.time_loop(runners(1, log), policy)
     assert t.n == 7 and len(log) == 3 + 7
 
 
 def test_max_runs_caps_the_loop_when_min_time_is_not_reached():
     log: list[int] = []
     policy = TimingPolicy(warmup=0, min_runs=1, max_runs=12, min_time_s=3600.0, max_time_s=3600.0)
-    t = runtime.time_loop(runners(1, log), policy)
+    t = sessions.time_loop(runners(1, log), policy)
     assert t.n == 12 and len(log) == 12
 
 
 def test_several_callables_rotate_round_robin_from_the_warmup_on():
     log: list[int] = []
     policy = TimingPolicy(warmup=4, min_runs=9, max_runs=9, min_time_s=0.0, max_time_s=60.0)
-    t = runtime.time_loop(runners(3, log), policy)
+    t = sessions.time_loop(runners(3, log), policy)
     assert log == [0, 1, 2, 0] + [i % 3 for i in range(9)]  # the timed loop restarts at the first callable
     assert t.n == 9
 
@@ -98,7 +98,7 @@ def test_time_budget_stops_the_loop_before_max_runs():
     clock = Clock()
     fns = runners(1, log, clock, itertools.repeat(1 / 64))  # every run "takes" 1/64 s (exact in binary)
     policy = TimingPolicy(warmup=2, min_runs=1000, max_runs=1000, min_time_s=0.0, max_time_s=8 / 64)
-    t = runtime.time_loop(fns, policy, clock=clock)
+    t = sessions.time_loop(fns, policy, clock=clock)
     assert t.n == 8 and len(log) == 2 + 8  # the 8th timed run reaches the budget (warm-up runs do not count)
     assert t.median_ms == pytest.approx(1e3 / 64) and t.total_s == pytest.approx(8 / 64)
 
@@ -108,7 +108,7 @@ def test_min_time_keeps_running_past_min_runs():
     clock = Clock()
     fns = runners(1, log, clock, itertools.repeat(1 / 1024))
     policy = TimingPolicy(warmup=0, min_runs=2, max_runs=1000, min_time_s=48 / 1024, max_time_s=10.0)
-    t = runtime.time_loop(fns, policy, clock=clock)
+    t = sessions.time_loop(fns, policy, clock=clock)
     assert t.n == 48 and len(log) == 48  # 2 runs were enough by count; 48 runs meet the time floor
 
 
@@ -119,7 +119,7 @@ def test_summary_matches_the_samples():
     warmup_ms = [100.0]  # a slow first run, never part of the summary
     fns = runners(2, log, clock, iter([d / 1e3 for d in warmup_ms + durations_ms]))
     n = len(durations_ms)
-    t = runtime.time_loop(fns, TimingPolicy(warmup=1, min_runs=n, max_runs=n, min_time_s=0.0), clock=clock)
+    t = sessions.time_loop(fns, TimingPolicy(warmup=1, min_runs=n, max_runs=n, min_time_s=0.0), clock=clock)
     p10, med, p90 = np.percentile(durations_ms, [10, 50, 90])
     assert t.n == n
     assert (t.median_ms, t.p10_ms, t.p90_ms) == pytest.approx((med, p10, p90))
@@ -129,7 +129,7 @@ def test_summary_matches_the_samples():
 
 def test_real_clock_timing_is_consistent():
     log: list[int] = []
-    t = runtime.time_loop(runners(2, log), TimingPolicy(warmup=2, min_runs=20, max_runs=50, min_time_s=0.0))
+    t = sessions.time_loop(runners(2, log), TimingPolicy(warmup=2, min_runs=20, max_runs=50, min_time_s=0.0))
     assert 20 <= t.n <= 50 and len(log) == 2 + t.n
     assert 0 < t.min_ms <= t.p10_ms <= t.median_ms <= t.p90_ms
     assert t.total_s == pytest.approx(t.mean_ms * t.n / 1e3)
@@ -141,7 +141,7 @@ def test_timing_from_samples_rejects_no_samples():
 
 
 def test_device_metadata_has_the_store_columns():
-    meta = runtime.device_metadata(EPConfig(name="cpu-x", intra_op_threads=2))
+    meta = sessions.device_metadata(EPConfig(name="cpu-x", intra_op_threads=2))
     assert tuple(meta) == DEVICE_META_COLS
     assert meta["device"] == "cpu-x" and meta["intra_op_threads"] == 2
     assert meta["execution_provider"] == "CPUExecutionProvider" and meta["gpu_name"] == ""

@@ -17,7 +17,6 @@ from test_manifest import sample_manifest
 from hase import paths
 from hase.errors import HaseError
 from hase.kernels.types import KernelSpec, TensorSpec
-from hase.measure.types import EPConfig
 from hase.predict.bundle import (
     CV_MODELS_CSV,
     PredictorBundle,
@@ -32,6 +31,7 @@ from hase.predict.bundle import (
 from hase.predict.calibration import Calibration
 from hase.predict.manifest import DIGEST, MANIFEST, PICKLE_FORMAT, Manifest, manifest_digest
 from hase.predict.predictor import KernelPredictor
+from hase.runtime.types import EPConfig
 
 RETRAIN = "retrain with `make train`"
 

@@ -19,7 +19,7 @@ import onnx
 import pandas as pd
 import pytest
 from conftest import REPO, conv_bn_relu_model, embedding_model
-from test_evaluate import mlp_model
+from tiny_store import mlp_model
 
 from hase.errors import HaseError
 from hase.predict import busy as BZ
@@ -55,7 +55,8 @@ def _collect(root: Path, models: dict[str, tuple[str, onnx.ModelProto]], canary_
     """Collect `models` into root/busy.sqlite, the canary timing `canary_ms` then its last value for ever."""
     from hase.measure import collect as coll
     from hase.measure.store import Store
-    from hase.measure.types import CanaryPolicy, EPConfig, MeasureSettings, TimingPolicy
+    from hase.measure.types import CanaryPolicy, MeasureSettings
+    from hase.runtime.types import EPConfig, TimingPolicy
 
     fast = TimingPolicy(warmup=1, min_runs=5, max_runs=10, min_time_s=0.0, max_time_s=0.05)
     settings = MeasureSettings(kernel=fast, model=fast, model_blocks=2, noise_bound=100.0, profile_warmup=1,

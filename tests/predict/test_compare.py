@@ -18,12 +18,12 @@ from hase import paths
 from hase.cli import main
 from hase.errors import HaseError
 from hase.kernels import graph, split
-from hase.measure.types import EPConfig
 from hase.predict.bundle import load_bundle, read_manifest
 from hase.predict.compare import compare_models
 from hase.predict.estimate import estimate_model
 from hase.predict.identity import HostInfo
 from hase.predict.manifest import MANIFEST, Manifest, json_default
+from hase.runtime.types import EPConfig
 
 CNN = "timm_semnasnet_050_cls10_b1"
 SHIPPED_DIR = paths.SHIPPED_PREDICTORS / paths.DEFAULT_DEVICE

@@ -17,7 +17,7 @@ def loaded_after(module: str, watch: tuple[str, ...]) -> list[str]:
 
 @pytest.mark.parametrize("module", ["hase.predict.train", "hase.predict.crossval", "hase.predict.calibration"])
 def test_training_never_imports_evaluation(module):
-    assert loaded_after(module, ("hase.predict.evaluate", "hase.predict.report", "hase.predict.ratios")) == []
+    assert loaded_after(module, ("hase.evaluate.evaluation", "hase.evaluate.report", "hase.evaluate.ratios")) == []
 
 
 def test_predicting_a_model_loads_neither_scikit_learn_nor_matplotlib():

@@ -9,7 +9,7 @@ import onnx
 import pytest
 from conftest import conv_bn_relu_model
 from onnx import TensorProto, helper
-from test_evaluate import build_tiny_store, train_tiny
+from tiny_store import build_tiny_store, train_tiny
 
 from hase.cli import main
 from hase.predict.bundle import load_bundle
@@ -37,7 +37,7 @@ def predictors(tmp_path_factory) -> Path:
 
 def test_compose_counts_every_node_and_brackets_the_latency(predictors):
     from hase.kernels import graph, split
-    from hase.measure.types import EPConfig
+    from hase.runtime.types import EPConfig
 
     bundle = load_bundle(predictors / "cpu-1t", ["span"])
     specs = [n.spec for n in split.split(graph.kernel_graph(conv_bn_relu_model(c=8, hw=16), EPConfig()))]

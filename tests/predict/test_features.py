@@ -10,12 +10,12 @@ from conftest import NCHWC_HOST, conv_bn_relu_model
 from hase.errors import HaseError
 from hase.kernels import graph, split
 from hase.kernels.types import KernelSpec, TensorSpec
-from hase.measure.types import EPConfig
 from hase.predict import features as F
 from hase.predict.features.common import fold_hw, hw_pads, hw_pair
 from hase.predict.features.movement import moves_single_axis
 from hase.predict.features.reduce import reduced_axes
 from hase.predict.features.registry import feature_family
+from hase.runtime.types import EPConfig
 
 
 def spec(op, inputs, outputs, attrs=(), domain=""):

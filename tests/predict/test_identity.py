@@ -79,7 +79,7 @@ def test_a_cuda_predictor_needs_the_gpu_and_the_provider():
 def test_this_host_is_described_from_the_running_runtime():
     import onnxruntime
 
-    from hase.measure.runtime import cpu_model
+    from hase.runtime.sessions import cpu_model
 
     host = host_info()
     assert host.cpu_model == cpu_model() and host.ort_version == onnxruntime.__version__

@@ -11,7 +11,6 @@ from conftest import REPO
 
 from hase.commands.common import DEFAULT_OPT_LEVEL
 from hase.errors import HaseError
-from hase.measure.types import DeviceMeta
 from hase.predict.calibration import Calibration
 from hase.predict.manifest import (
     DIGEST,
@@ -26,6 +25,7 @@ from hase.predict.manifest import (
     manifest_digest,
 )
 from hase.predict.metrics import score
+from hase.runtime.types import DeviceMeta
 
 SHIPPED = REPO / "hase" / "predictors" / "cpu-1t" / MANIFEST
 

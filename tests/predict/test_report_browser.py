@@ -1,4 +1,4 @@
-"""hase.predict.report in a real browser: the HTML report of a real tiny evaluation, rendered by headless Chromium.
+"""hase.evaluate.report in a real browser: the HTML report of a real tiny evaluation, rendered by headless Chromium.
 
 A copy of report.html gets a small script that, once the page has loaded, writes what the browser sees into
 a hidden <pre id="checks">: text with `nan`, images that did not load, the page's width against the window's.
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_evaluate import build_tiny_store, train_tiny
+from tiny_store import build_tiny_store, train_tiny
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -82,7 +82,7 @@ def browser_checks(report_html: Path, tmp: Path, width: int) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def tiny_report(tmp_path_factory) -> Path:
     """report.html of a real evaluation: the tiny store (three families, no exported models) and its predictor."""
-    from hase.predict.report import report_predictor
+    from hase.evaluate.report import report_predictor
 
     root = tmp_path_factory.getbasetemp() / "hase_tiny"
     root.mkdir(exist_ok=True)

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_evaluate import TINY_CONFIG, build_tiny_store
+from tiny_store import TINY_CONFIG, build_tiny_store
 
 from hase.cli import main
 from hase.predict.train import load_train_config, train

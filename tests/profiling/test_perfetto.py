@@ -10,7 +10,6 @@ from test_profile import CUDA, REAL, _ev, cuda_launch_wait_trace
 
 from hase.errors import HaseError
 from hase.profiling import decompose as P
-from hase.profiling import events as E
 from hase.profiling.perfetto import (
     GAPS_TID,
     HASE_PID,
@@ -20,6 +19,7 @@ from hase.profiling.perfetto import (
     to_chrome_trace,
     write_chrome_trace,
 )
+from hase.runtime import profile as E
 
 
 def _tracks(trace: dict) -> dict[tuple[int, int], str]:

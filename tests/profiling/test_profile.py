@@ -1,4 +1,4 @@
-"""hase.profiling.events.load_profile -> hase.profiling.decompose, hase.profiling.run and `hase profile`.
+"""hase.runtime.profile.load_profile -> hase.profiling.decompose, hase.profiling.run and `hase profile`.
 
 Golden checks use real ORT 1.32 CPU profiles under tests/data/profiles; CUDA-EP and older-ORT (fenced)
 formats are built by `fenced_run`, since no GPU made them.
@@ -18,12 +18,12 @@ from onnx import TensorProto, helper
 from hase.cli import main
 from hase.commands import profile as profile_command
 from hase.errors import HaseError
-from hase.measure.types import EPConfig
 from hase.profiling import decompose as P
-from hase.profiling import events as E
 from hase.profiling import run as run_module
 from hase.profiling.findings import diagnose
 from hase.profiling.run import analyze, profile_folder, profile_model
+from hase.runtime import profile as E
+from hase.runtime.types import EPConfig
 
 DATA = Path(__file__).parents[1] / "data" / "profiles"
 REAL = {name: DATA / f"ort132_cpu_{name}.json" for name in ("tiny_cnn", "if_subgraph", "bert_tiny")}

@@ -13,11 +13,11 @@ from conftest import conv_bn_relu_model, exported_model
 
 from hase.cli import main
 from hase.errors import HaseError
-from hase.measure.types import EPConfig
 from hase.profiling import decompose as P
-from hase.profiling import events as E
 from hase.profiling.findings import noise_finding
 from hase.profiling.run import OP_TOTALS_TOLERANCE, analyze, op_totals_note, profile_model
+from hase.runtime import profile as E
+from hase.runtime.types import EPConfig
 
 FAST = ["--runs", "3", "--warmup", "1"]
 

@@ -7,7 +7,7 @@ import pytest
 
 from hase import zoo
 from hase.kernels import graph, split
-from hase.measure.types import EPConfig
+from hase.runtime.types import EPConfig
 from hase.zoo.blocks import MAIN_OPS, block_flops, is_sampled
 
 ALL = EPConfig("cpu-1t", opt_level="all")

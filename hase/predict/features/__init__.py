@@ -73,7 +73,7 @@ def generic_extract(spec: KernelSpec) -> dict[str, float]:
 
 def feature_frame(specs: Sequence[KernelSpec], family: FeatureFamily) -> pd.DataFrame:
     """One row per kernel, the family's columns in order (float64)."""
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415 - loads only when a table is asked for: `hase predict` runs without pandas
 
     rows = [family.extract(s) for s in specs]
     return pd.DataFrame(rows, columns=list(family.column_names), dtype="float64")
@@ -81,7 +81,7 @@ def feature_frame(specs: Sequence[KernelSpec], family: FeatureFamily) -> pd.Data
 
 def cost_frame(specs: Sequence[KernelSpec]) -> pd.DataFrame:
     """Per kernel: predictor key, family, FLOPs and bytes moved (what the FLOPs baselines sum)."""
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415 - loads only when a table is asked for: `hase predict` runs without pandas
 
     rows = []
     for s in specs:
@@ -93,7 +93,7 @@ def cost_frame(specs: Sequence[KernelSpec]) -> pd.DataFrame:
 
 def describe() -> pd.DataFrame:
     """Every family's table: family, op types, column and meaning (for docs and `hase train --list-features`)."""
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415 - loads only when a table is asked for: `hase predict` runs without pandas
 
     rows = [{"family": f.name, "ops": ", ".join(f.ops) or "(any other op)", "column": c, "meaning": m}
             for f in families() for c, m in f.columns]

@@ -30,8 +30,9 @@ def cupti_module() -> Any:
     try:
         from cupti import cupti
     except ImportError as exc:
-        raise HaseError("cupti-python is not installed, so GPU time per node cannot be recorded: "
-                        "`pip install hase[gpu]` (onnxruntime-gpu with CUDA/cuDNN, and cupti-python)") from exc
+        raise HaseError(f"cupti-python is not installed or cannot be imported ({first_line(exc)}; it needs "
+                        f"cuda.bindings), so GPU time per node cannot be recorded: `pip install hase[gpu]` "
+                        f"(onnxruntime-gpu with CUDA/cuDNN, and cupti-python)") from exc
     return cupti
 
 

@@ -15,9 +15,9 @@ from cupti_cases import CLOCK, CONTEXT, DRIVER, TID, api, cuda_profile, kernel, 
 
 from hase.errors import HaseError
 from hase.profiling import decompose as P
-from hase.profiling.events import parse_events
 from hase.profiling.gpu import attribute as A
 from hase.profiling.gpu import records as R
+from hase.runtime.profile import parse_events
 
 
 def _attribution(kernel_us: float = 50.0, **kw) -> A.GpuAttribution:

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from hase.errors import HaseError
-from hase.measure.types import EPConfig
 from hase.profiling.gpu import cupti
 from hase.profiling.run import profile_model
+from hase.runtime.types import EPConfig
 
 MODEL = Path(__file__).parents[2] / "data" / "models" / "hf_bert_tiny_s64_b2.onnx"
 

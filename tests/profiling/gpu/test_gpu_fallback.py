@@ -125,3 +125,10 @@ def test_profile_model_says_why_cupti_is_off() -> None:
         assert rec is None and why == "not a CUDA run (cpu)"
     with note(EPConfig(name="cuda0", ep="cuda"), False) as (rec, why):
         assert rec is None and why == "CUPTI off (--cupti off)"
+
+
+def test_without_cupti_python_the_note_gives_the_import_error() -> None:
+    if cupti.cupti_available():
+        pytest.skip("cupti-python is installed here")
+    with run_mod._recorder(EPConfig(name="cuda0", ep="cuda"), None) as (rec, why):
+        assert rec is None and why.startswith("cupti-python is not installed or cannot be imported (No module")

@@ -12,12 +12,12 @@ from rich.console import Console
 
 from hase.cli import main
 from hase.commands import profile as profile_command
-from hase.profiling import events as E
-from hase.profiling.events import parse_events
 from hase.profiling.gpu import attribute as A
 from hase.profiling.gpu.records import GpuRecording, records_frame
 from hase.profiling.perfetto import GPU_PID, to_chrome_trace
 from hase.profiling.run import analyze
+from hase.runtime import profile as E
+from hase.runtime.profile import parse_events
 
 
 def _analysis(kernel_us: float = 50.0):

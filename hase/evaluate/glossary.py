@@ -1,18 +1,18 @@
 """The report's glossary: what every column and every source of the evaluation report means.
 
-`hase.predict.report` refuses to render a column that has no entry here, so the pages never show an
+`hase.evaluate.report` refuses to render a column that has no entry here, so the pages never show an
 unexplained name.
 """
 from __future__ import annotations
 
+from hase.evaluate import devset as V
+from hase.evaluate.evaluation import TARGET_ACC10, TARGET_RMSPE
+from hase.evaluate.plots import SOURCES
+from hase.evaluate.ratios import CALIBRATED_HELD_OUT_MS, SCOPE, SOURCE_COLUMN
 from hase.predict import dataset as D
-from hase.predict import devset as V
 from hase.predict.baselines import BASELINE, MODEL_BYTES, MODEL_FLOPS
 from hase.predict.crossval import CALIBRATION, SPLIT, TARGET
-from hase.predict.evaluate import TARGET_ACC10, TARGET_RMSPE
-from hase.predict.plots import SOURCES
 from hase.predict.predictor import KEY
-from hase.predict.ratios import CALIBRATED_HELD_OUT_MS, SCOPE, SOURCE_COLUMN
 
 CHOSEN = "chosen"
 MEASURED_MIN_MS = "measured_min_ms"  # the devset's robust measured_ms, shown apart from the store's median

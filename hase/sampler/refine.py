@@ -25,10 +25,14 @@ import numpy as np
 import pandas as pd
 
 from hase.errors import HaseError
+from hase.files import write_atomic
+from hase.measure.store import Store
+from hase.predict import dataset as D
+from hase.predict.train import load_train_config
+from hase.sampler.config import read_zoo, zoo_sampler
+from hase.sampler.draw import SamplerConfig
 from hase.zoo.blocks import MAIN_OPS, block_flops, is_sampled
-from hase.zoo.config import read_zoo_config
 from hase.zoo.registry import ModelSpec, get_family
-from hase.zoo.sampler import SamplerConfig
 
 POINTS_COLUMNS = ("model_id", "family", "kernel_id", "op_type", "y_ms", "pred_ms", "error")
 _SHA_SUFFIX = re.compile(r"-[0-9a-f]{8,64}$")
@@ -67,8 +71,6 @@ def spec_from_name(model_id: str) -> ModelSpec:
 
 def point_errors(store_path: str | Path, device: str, cfg: SamplerConfig, predictor_config: str | Path) -> pd.DataFrame:
     """Each measured sampled block's kernel with its k-fold held-out prediction and error (pred / y - 1)."""
-    from hase.predict import dataset as D
-    from hase.predict.train import load_train_config
 
     data = D.load_device_data(store_path, device)
     y = D.kernel_targets(data, cfg.target)
@@ -153,10 +155,10 @@ def refine(config_path: str | Path, store_path: str | Path, device: str, predict
     Round N is refused while round N-1's blocks are not all in the store (collect it first), and after
     `[sampler] rounds` rounds.
     """
-    zoo = read_zoo_config(config_path)
-    if zoo.sampler is None:
+    zoo = read_zoo(config_path)
+    cfg, stem = zoo_sampler(zoo), Path(config_path).stem
+    if cfg is None:
         raise HaseError(f"{config_path} has no [sampler] table: add one (see configs/zoo_small.toml) to refine")
-    cfg, stem = zoo.sampler, Path(config_path).stem
     done = _round_files(Path(out_dir), stem)
     if len(done) >= cfg.rounds:
         return RefineResult(len(done), pd.DataFrame(columns=POINTS_COLUMNS), (), (), None)
@@ -174,7 +176,6 @@ def refine(config_path: str | Path, store_path: str | Path, device: str, predict
     if not specs:
         return RefineResult(round_no, points, chosen, (), None)
     path = Path(out_dir) / f"{stem}.round{round_no}.toml"
-    from hase.files import write_atomic
 
     write_atomic(path, round_toml(list(specs.values()), zoo.seed, zoo.opset, str(config_path), round_no))
     return RefineResult(round_no, points, chosen, tuple(specs.values()), path)
@@ -186,7 +187,6 @@ def _round_files(folder: Path, stem: str) -> list[Path]:
 
 def _registered(store_path: str | Path) -> set[str]:
     """Names of the models a collect has split into the store (measured, or skipped after the split)."""
-    from hase.measure.store import Store
 
     with Store(store_path, readonly=True) as store:
         return {_SHA_SUFFIX.sub("", str(m)) for m in store.table("models")["model_id"]}
@@ -196,7 +196,7 @@ def _check_collected(rounds: Sequence[Path], collected: set[str], store_path: st
     """The last round's blocks must all be collected before the next round is computed."""
     if not rounds:
         return
-    missing = [s.name for s in read_zoo_config(rounds[-1]).specs if s.name not in collected]
+    missing = [s.name for s in read_zoo(rounds[-1]).specs if s.name not in collected]
     if missing:
         raise HaseError(f"{len(missing)} blocks of {rounds[-1]} are not measured in {store_path} yet: run "
                         f"`hase collect --zoo {rounds[-1]}` first")

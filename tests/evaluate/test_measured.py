@@ -1,4 +1,4 @@
-"""hase.predict.check and `hase predict --measure`: predicted vs measured, in the predictor's configuration."""
+"""hase.evaluate.measured and `hase predict --measure`: predicted vs measured, in the predictor's configuration."""
 from __future__ import annotations
 
 import json
@@ -9,14 +9,14 @@ from pathlib import Path
 import onnx
 import pytest
 from conftest import conv_bn_relu_model
-from test_evaluate import build_tiny_store, train_tiny
+from tiny_store import build_tiny_store, train_tiny
 
 from hase.cli import main
-from hase.measure.robust import BlockPolicy
-from hase.measure.types import TimingPolicy
+from hase.evaluate.measured import KernelCheck, PredictionCheck, check_models, check_prediction
 from hase.predict.bundle import load_bundle
-from hase.predict.check import KernelCheck, PredictionCheck, check_models, check_prediction
 from hase.predict.estimate import PredictFailure, estimate_models
+from hase.runtime.robust import BlockPolicy
+from hase.runtime.types import TimingPolicy
 
 QUICK = BlockPolicy(warmup=1, blocks=2, block=TimingPolicy(warmup=0, min_runs=3, max_runs=5, min_time_s=0,
                                                            max_time_s=0.5))

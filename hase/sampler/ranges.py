@@ -3,7 +3,7 @@
 A real model is split at a device configuration's level (`hase.kernels`: ORT's optimized graph, one kernel
 per node) and each unique kernel of it adds one count to the value of every dimension that matters for its
 op family (`DIMS`). The result is a long table, one row per (family, dim, value) with its count — the
-empirical distribution the kernel sampler (`hase.zoo.sampler`) draws from:
+empirical distribution the kernel sampler (`hase.sampler.draw`) draws from:
 
     family | dim  | value | count          e.g.  conv | c_in | 64 | 31
 
@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hase.errors import HaseError
+from hase.kernels import graph, split
 from hase.kernels.types import KernelSpec
+from hase.runtime.types import EPConfig
 
 log = logging.getLogger(__name__)
 
@@ -191,8 +193,6 @@ def extract_ranges(model_paths: Sequence[Path], opt_level: str = "all", sources:
     """
     import onnxruntime as ort
 
-    from hase.kernels import graph, split
-    from hase.measure.types import EPConfig
 
     ep = EPConfig("ranges", opt_level=opt_level)
     ranges, used = KernelRanges(), []

@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hase.errors import HaseError
-from hase.profiling import decompose, events
+from hase.profiling import decompose
+from hase.runtime import profile as events
 
 DATA = Path(__file__).parents[1] / "data" / "profiles"
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

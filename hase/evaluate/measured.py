@@ -2,7 +2,7 @@
 
 The model is predicted, then run on this host with the predictor's own session configuration (execution
 provider, intra/inter-op threads, optimization level from its manifest) and timed the robust way
-(`hase.measure.robust`: warm-up, blocks of IOBinding runs, minimum of the block medians, spread kept,
+(`hase.runtime.robust`: warm-up, blocks of IOBinding runs, minimum of the block medians, spread kept,
 noisy blocks flagged). The slowest predicted kernels are set beside their in-model time: the node's ORT
 `kernel_time` in a profiled run of the same configuration (`hase.profiling.run.profile_model`), which is
 the span target the default predictors learn on CPU builds.
@@ -22,10 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from hase.errors import HaseError
-from hase.measure.robust import BlockPolicy, RobustTiming, measure_latency
-from hase.measure.types import EPConfig
+from hase.kernels.graph import resolve_input_shapes
+from hase.measure.model import measure_latency
 from hase.predict.bundle import PredictorBundle
 from hase.predict.estimate import ModelEstimate, ModelResult, PredictFailure, estimate_model
+from hase.profiling import decompose as P
+from hase.profiling.run import profile_model
+from hase.runtime import sessions
+from hase.runtime.robust import BlockPolicy, RobustTiming
+from hase.runtime.types import EPConfig
 
 PROFILE_WARMUP = 3  # untimed runs of the profiled session before the run whose kernel times are read
 
@@ -98,8 +103,6 @@ def check_prediction(path: str | Path, bundle: PredictorBundle, target: str | No
     """Predict `path` (unless `estimate` is given), measure it in the predictor's configuration, and compare
     its `top` slowest predicted kernels with their in-model time from `profile_runs` profiled runs (0: no
     profiled run, so no in-model kernel times: every `KernelCheck.measured_ms` is None)."""
-    from hase.kernels.graph import resolve_input_shapes
-    from hase.measure import runtime
 
     shapes = resolve_input_shapes(path, input_shapes or {}, free_dims or {})
     est = estimate if estimate is not None else estimate_model(path, bundle, target, shapes)
@@ -110,7 +113,7 @@ def check_prediction(path: str | Path, bundle: PredictorBundle, target: str | No
     checks = tuple(KernelCheck(k.node_name, k.op_type, k.kernel_id, k.pred_ms, in_model.get(k.node_name))
                    for k in est.top(top))
     unmatched = sum(1 for k in est.kernels if k.node_name not in in_model)
-    return PredictionCheck(est, measured, ep, runtime.device_metadata(ep), checks, sum(in_model.values()),
+    return PredictionCheck(est, measured, ep, sessions.device_metadata(ep), checks, sum(in_model.values()),
                            len(in_model), unmatched, profile_runs, time.perf_counter() - t0)
 
 
@@ -140,8 +143,6 @@ def kernel_times_ms(path: str | Path, ep: EPConfig, input_shapes: Mapping[str, t
                     runs: int = 1) -> dict[str, float]:
     """Node name -> in-model ORT kernel_time (ms, median over `runs` profiled runs after PROFILE_WARMUP) of the
     model run in `ep`'s configuration; nodes nested in another node's span (subgraphs) are left out."""
-    from hase.profiling import decompose as P
-    from hase.profiling.run import profile_model
 
     with tempfile.TemporaryDirectory(prefix="hase_check_") as tmp:
         result = profile_model(path, ep, runs=runs, warmup=PROFILE_WARMUP, input_shapes=input_shapes, workdir=tmp)

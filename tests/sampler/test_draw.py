@@ -1,4 +1,4 @@
-"""Tests of hase.zoo.sampler: deterministic samples over the real kernel ranges, within the budget, in zoo configs."""
+"""Tests of hase.sampler.draw: deterministic samples over the real kernel ranges, within the budget, in zoo configs."""
 from __future__ import annotations
 
 from collections import Counter
@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from hase import zoo
 from hase.errors import HaseError
+from hase.sampler.config import read_zoo, zoo_sampler
+from hase.sampler.draw import SamplerConfig, family_counts, parse_sampler, sample_specs
+from hase.sampler.ranges import read_ranges
 from hase.zoo.blocks import block_flops
-from hase.zoo.ranges import read_ranges
-from hase.zoo.sampler import SamplerConfig, family_counts, parse_sampler, sample_specs
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 RANGES = CONFIGS / "kernel_ranges.csv"
@@ -62,10 +62,11 @@ def test_sampler_table_in_a_zoo_config(tmp_path):
     (tmp_path / "r.csv").write_text(RANGES.read_text())
     path = tmp_path / "z.toml"
     path.write_text('seed = 0\n[sampler]\nranges = "r.csv"\nkernels = 12\n[sampler.shares]\nconv = 1\nnorm = 1\n')
-    config = zoo.read_zoo_config(path)
-    assert config.sampler is not None and config.sampler.ranges == tmp_path / "r.csv"
+    config = read_zoo(path)
+    sampler = zoo_sampler(config)
+    assert sampler is not None and sampler.ranges == tmp_path / "r.csv"
     assert Counter(s.family for s in config.specs) == {"sampled-conv": 6, "sampled-norm": 6}
-    assert [s.name for s in zoo.read_zoo_config(path).specs] == [s.name for s in config.specs]
+    assert [s.name for s in read_zoo(path).specs] == [s.name for s in config.specs]
 
 
 @pytest.mark.parametrize(("table", "match"), [
@@ -85,4 +86,4 @@ def test_missing_ranges_file_is_one_line(tmp_path):
     path = tmp_path / "z.toml"
     path.write_text('[sampler]\nranges = "nope.csv"\n')
     with pytest.raises(HaseError, match="cannot read the kernel ranges"):
-        zoo.read_zoo_config(path)
+        read_zoo(path)

@@ -1,7 +1,7 @@
 """Render an `Evaluation` as CSV tables, a Markdown report and a self-contained HTML page with plots.
 
-No computation happens here beyond formatting: the numbers come from `hase.predict.evaluate`, the plots
-from `hase.predict.plots`. Both pages are rendered from one list of sections, and every column they show
+No computation happens here beyond formatting: the numbers come from `hase.evaluate.evaluation`, the plots
+from `hase.evaluate.plots`. Both pages are rendered from one list of sections, and every column they show
 is explained in the glossary (`COLUMNS`): a column without an entry is an error, not a silent gap.
 """
 from __future__ import annotations
@@ -18,18 +18,18 @@ import numpy as np
 import pandas as pd
 
 from hase.errors import HaseError
+from hase.evaluate import devset as V
+from hase.evaluate.evaluation import TARGET_ACC10, TARGET_RMSPE, Evaluation, evaluate_predictor
+from hase.evaluate.glossary import CHOSEN, COLUMNS, MEASURED_MIN_MS, SOURCE_DOCS
+from hase.evaluate.plots import SOURCES, Plot, devset_plot, render_plots
+from hase.evaluate.ratios import CALIBRATED_HELD_OUT_MS, SCOPE, SOURCE_COLUMN, ratio_column
+from hase.evaluate.render import STYLE, html_table, inline_html, md_table
 from hase.files import write_atomic
 from hase.predict import dataset as D
-from hase.predict import devset as V
 from hase.predict.baselines import BASELINE, MODEL_BYTES, MODEL_FLOPS
 from hase.predict.crossval import CALIBRATION, SPLIT, TARGET
-from hase.predict.evaluate import TARGET_ACC10, TARGET_RMSPE, Evaluation, evaluate_predictor
-from hase.predict.glossary import CHOSEN, COLUMNS, MEASURED_MIN_MS, SOURCE_DOCS
 from hase.predict.metrics import SCORE_COLUMNS, Scores
-from hase.predict.plots import SOURCES, Plot, devset_plot, render_plots
 from hase.predict.predictor import KEY
-from hase.predict.ratios import CALIBRATED_HELD_OUT_MS, SCOPE, SOURCE_COLUMN, ratio_column
-from hase.predict.render import STYLE, html_table, inline_html, md_table
 
 
 @dataclass(frozen=True)
@@ -230,7 +230,7 @@ def glossary(shown: Sequence[pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]
     missing = [c for c in cols if c not in COLUMNS]
     if missing:
         raise HaseError(f"report columns without a glossary entry: {missing}; "
-                        f"add them to hase.predict.glossary.COLUMNS")
+                        f"add them to hase.evaluate.glossary.COLUMNS")
     columns = pd.DataFrame({"column": cols, "meaning": [COLUMNS[c] for c in cols]})
     sources = pd.DataFrame([{"source": SOURCES[ratio_column(ms)], "columns": f"`{ms}`, `{ratio_column(ms)}`",
                              "meaning": doc} for ms, doc in SOURCE_DOCS.items()])

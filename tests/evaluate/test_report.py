@@ -1,4 +1,4 @@
-"""hase.predict.report: the Markdown and HTML reports hold the rows and figures of the evaluation they render."""
+"""hase.evaluate.report: the Markdown and HTML reports hold the rows and figures of the evaluation they render."""
 from __future__ import annotations
 
 import itertools
@@ -9,21 +9,21 @@ import pandas as pd
 import pytest
 
 from hase.errors import HaseError
-from hase.predict import dataset as D
-from hase.predict.calibration import Calibration
-from hase.predict.crossval import HELD_OUT, SPLIT, TARGET
-from hase.predict.evaluate import Evaluation, Headline
-from hase.predict.metrics import grouped_metrics, score
-from hase.predict.plots import Plot
-from hase.predict.ratios import (
+from hase.evaluate.evaluation import Evaluation, Headline
+from hase.evaluate.plots import Plot
+from hase.evaluate.ratios import (
     CALIBRATED_HELD_OUT_MS,
     CALIBRATED_TRAIN_MS,
     SUM_PRED_HELD_OUT_MS,
     ratio_column,
     ratio_summary,
 )
-from hase.predict.render import fmt, inline_html, md_table
-from hase.predict.report import glossary, headline_lines, html_page, markdown, write_report
+from hase.evaluate.render import fmt, inline_html, md_table
+from hase.evaluate.report import glossary, headline_lines, html_page, markdown, write_report
+from hase.predict import dataset as D
+from hase.predict.calibration import Calibration
+from hase.predict.crossval import HELD_OUT, SPLIT, TARGET
+from hase.predict.metrics import grouped_metrics, score
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +144,7 @@ def test_html_renders_inline_markdown_and_explains_headings(evaluation):
 def test_plots_are_titled_for_people_and_the_per_op_chart_is_sorted(evaluation):
     import matplotlib.pyplot as plt
 
-    from hase.predict.plots import _op_error, render_plots
+    from hase.evaluate.plots import _op_error, render_plots
 
     plots = render_plots(evaluation)
     assert all(p.png.startswith(b"\x89PNG") and "_" not in p.title and len(p.caption) > 80 for p in plots.values())

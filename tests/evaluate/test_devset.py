@@ -1,4 +1,4 @@
-"""hase.predict.devset and `hase evaluate --devset`: real exported models predicted vs measured, resumable."""
+"""hase.evaluate.devset and `hase evaluate --devset`: real exported models predicted vs measured, resumable."""
 from __future__ import annotations
 
 import shutil
@@ -12,11 +12,11 @@ from conftest import VENDORED, exported_model
 
 from hase.cli import main
 from hase.errors import HaseError
-from hase.measure.robust import BlockPolicy
-from hase.measure.types import TimingPolicy
-from hase.predict import devset as V
+from hase.evaluate import devset as V
+from hase.evaluate.report import write_report
 from hase.predict.identity import open_predictor
-from hase.predict.report import write_report
+from hase.runtime.robust import BlockPolicy
+from hase.runtime.types import TimingPolicy
 
 QUICK = BlockPolicy(warmup=1, blocks=2, block=TimingPolicy(warmup=0, min_runs=3, max_runs=5, min_time_s=0,
                                                            max_time_s=0.5))

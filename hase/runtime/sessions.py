@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from hase import __version__
 from hase.errors import HaseError, first_line
-from hase.measure.types import HOST, DeviceMeta, EPConfig, Timing, TimingPolicy
+from hase.runtime.types import HOST, DeviceMeta, EPConfig, Timing, TimingPolicy
 
 
 def ort() -> Any:
@@ -266,7 +267,6 @@ def row_metadata(ep: EPConfig) -> dict[str, Any]:
 
 def device_metadata(ep: EPConfig) -> dict[str, Any]:
     """The DEVICE_META_COLS every measurement row carries, so a figure is never separated from its settings."""
-    from hase import __version__
 
     gpu, driver = gpu_info(ep.device_id) if ep.ep == "cuda" else ("", "")
     meta = DeviceMeta(device=ep.name, cpu_model=cpu_model(), gpu_name=gpu, gpu_driver=driver,

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from hase.errors import HaseError, first_line
-from hase.measure.types import EPConfig, TimingPolicy
+from hase.errors import HaseError
+from hase.runtime.sessions import time_samples
+from hase.runtime.types import TimingPolicy
 
 STATISTIC = "min of block medians"
 
@@ -93,35 +93,8 @@ class RobustTiming:
 def time_blocks(fn: Callable[[], object], policy: BlockPolicy, *,
                 clock: Callable[[], float] = time.perf_counter) -> RobustTiming:
     """Time `fn` the robust way (see the module docstring): warm-up, then `policy.blocks` blocks."""
-    from hase.measure.runtime import time_samples
-
     for _ in range(policy.warmup):
         fn()
     block = dataclasses.replace(policy.block, warmup=0)
     blocks = [time_samples([fn], block, clock=clock) for _ in range(policy.blocks)]
     return RobustTiming.from_blocks(blocks, policy.warmup, policy.noise_bound)
-
-
-def measure_latency(path: str | Path, ep: EPConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
-                    policy: BlockPolicy | None = None, seed: int = 0) -> RobustTiming:
-    """A model file's latency on `ep` (its EP, threads and optimization level, ORT's defaults otherwise, weight
-    pre-packing included), timed the robust way with inputs and outputs pre-bound (IOBinding).
-
-    The model is read without its weights (`hase.kernels.lean`): ORT maps them from the file itself.
-    """
-    from hase.kernels import lean
-    from hase.kernels.graph import load_model
-    from hase.kernels.inputs import make_model_feeds
-    from hase.measure import runtime
-
-    model = load_model(path, input_shapes, weights=False)
-    feeds = make_model_feeds(model, seed)
-    session = runtime.make_session(model.SerializeToString(), ep,
-                                   config={lean.EXTERNAL_FOLDER_CONFIG: str(Path(path).parent)})
-    del model
-    runner = runtime.BoundRunner(session, feeds, ep)
-    try:
-        runner.run()
-    except Exception as exc:  # ORT raises several exception types; all mean "this model does not run here"
-        raise HaseError(f"ONNX Runtime failed to run the model: {first_line(exc)}") from exc
-    return time_blocks(runner.run, policy or BlockPolicy())

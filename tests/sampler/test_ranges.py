@@ -1,4 +1,4 @@
-"""Tests of hase.zoo.ranges: kernel sizes counted from real exported models split at `all`, the CSV round trip."""
+"""Tests of hase.sampler.ranges: kernel sizes counted from real exported models split at `all`, the CSV round trip."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,7 +7,7 @@ import pytest
 
 from hase.cli import main
 from hase.errors import HaseError
-from hase.zoo.ranges import DIMS, KernelRanges, extract_ranges, ranges_csv, read_ranges
+from hase.sampler.ranges import DIMS, KernelRanges, extract_ranges, ranges_csv, read_ranges
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 

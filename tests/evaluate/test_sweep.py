@@ -1,4 +1,4 @@
-"""hase.predict.dynamic: symbolic-batch copies of static exports, kept only where ONNX Runtime runs them at any
+"""hase.evaluate.sweep: symbolic-batch copies of static exports, kept only where ONNX Runtime runs them at any
 batch (`hase evaluate --devset DIR --batch-sweep`)."""
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from conftest import exported_model
 
 from hase.cli import main
 from hase.errors import HaseError
+from hase.evaluate import devset as V
+from hase.evaluate import sweep as Y
 from hase.kernels.inputs import declared_dims
-from hase.predict import devset as V
-from hase.predict import dynamic as Y
 
 CNN, BERT = "timm_semnasnet_050_cls10_b1", "hf_bert_tiny_s64_b2"
 

@@ -2,7 +2,7 @@
 
 Nothing is retrained: the held-out rows come from the cross-validation `hase train` stored next to the
 forests, the measured sums from the store. Everything here is DataFrames and typed records; rendering
-is `hase.predict.report`'s job.
+is `hase.evaluate.report`'s job.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from hase.errors import HaseError
+from hase.evaluate.ratios import CALIBRATED_HELD_OUT_MS, CALIBRATED_TRAIN_MS, EXPORTED, ratio_summary, ratio_table
 from hase.predict import dataset as D
 from hase.predict.baselines import baseline_results, baseline_scores
 from hase.predict.bundle import BASELINES_CSV, CV_KERNELS_CSV, CV_MODELS_CSV, read_manifest
@@ -22,7 +23,6 @@ from hase.predict.calibration import COEFFICIENTS, Calibration
 from hase.predict.crossval import TARGET, Y_MS, candidate_scores
 from hase.predict.metrics import Scores, grouped_metrics, score
 from hase.predict.predictor import KEY, PRED_MS
-from hase.predict.ratios import CALIBRATED_HELD_OUT_MS, CALIBRATED_TRAIN_MS, EXPORTED, ratio_summary, ratio_table
 
 TARGET_ACC10, TARGET_RMSPE = 0.90, 8.0  # the accuracy Hase aims for on held-out families
 

@@ -1,4 +1,4 @@
-"""Tests of hase.zoo.refine on a small real collected store: k-fold errors of the sampled kernels, the next round
+"""Tests of hase.sampler.refine on a small real collected store: k-fold errors of the sampled kernels, the next round
 around the worst ones (deterministic, written as a plain zoo config), and the order of rounds."""
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 from hase import zoo
 from hase.cli import main
 from hase.errors import HaseError
-from hase.zoo.refine import neighbours, refine, spec_from_name
-from hase.zoo.sampler import SamplerConfig
+from hase.sampler.config import read_zoo
+from hase.sampler.draw import SamplerConfig
+from hase.sampler.refine import neighbours, refine, spec_from_name
 
 REPO = Path(__file__).resolve().parents[2]
 RANGES = REPO / "configs" / "kernel_ranges.csv"
@@ -77,7 +78,7 @@ def _cfg(**kw) -> SamplerConfig:
 
 
 def test_names_parse_back_to_specs():
-    for spec in zoo.read_zoo_config(REPO / "configs" / "zoo_small.toml").specs:
+    for spec in read_zoo(REPO / "configs" / "zoo_small.toml").specs:
         if spec.family.startswith("sampled-"):
             assert spec_from_name(spec.name) == spec
             assert spec_from_name(spec.name + "-0123abcd") == spec  # the store's suffix for a taken name
@@ -115,7 +116,7 @@ def test_refine_writes_a_round_around_the_worst_points(collected, tmp_path):
     again = refine(config, store, "cpu-test", PREDICTOR, tmp_path / "again")
     assert again.specs == result.specs  # deterministic given the store, config and seed
     written = zoo.read_zoo_config(result.config_path)
-    assert written.sampler is None and list(written.specs) == list(result.specs)  # a plain zoo config
+    assert written.sampler_table is None and list(written.specs) == list(result.specs)  # a plain zoo config
 
 
 @pytest.mark.slow

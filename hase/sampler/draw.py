@@ -2,7 +2,7 @@
 
 A zoo config's `[sampler]` table asks for `kernels` sampled blocks, shared among the block families
 (`hase.zoo.blocks`) by `[sampler.shares]`. Each dimension of a sample is drawn from the measured distribution
-of that dimension in real graphs (`configs/kernel_ranges.csv`, `hase.zoo.ranges`), except for a `uniform` share
+of that dimension in real graphs (`configs/kernel_ranges.csv`, `hase.sampler.ranges`), except for a `uniform` share
 of the samples, drawn log-uniformly over the observed range (coverage beyond the common sizes). A sample whose
 kernel costs more than `max_mflop` is drawn again, so the collect budget stays bounded. The same config and
 seed always give the same samples.
@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from hase.errors import HaseError
+from hase.sampler.ranges import KernelRanges, read_ranges
 from hase.zoo.blocks import ELTWISE_OPS, MOVEMENT_OPS, SOFTMAX_OPS, TRANSPOSE_OPS, block_flops
-from hase.zoo.ranges import KernelRanges, read_ranges
 from hase.zoo.registry import ModelSpec, get_family
 
 #: block family -> the kernel-ranges family it samples from

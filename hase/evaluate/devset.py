@@ -2,7 +2,7 @@
 the FLOPs baselines (`hase evaluate --devset DIR`).
 
 Each model (`models.tsv`'s `file` column when the folder has one, else every `*.onnx`) is predicted with
-`estimate_model` and measured by `hase.predict.check.check_prediction` in the predictor's own configuration (EP,
+`estimate_model` and measured by `hase.evaluate.measured.check_prediction` in the predictor's own configuration (EP,
 threads, optimization level from its manifest; minimum of block medians, spread and noisy flag kept). A model
 whose first input dimension is symbolic is evaluated at each batch size of `BATCHES` (`--free-dim`); its other
 symbolic dimensions take the size `models.tsv` lists for that input, else `DEFAULT_DIM`. Rows are written to a
@@ -24,17 +24,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import pandas as pd
 from numpy.typing import NDArray
 
 from hase.errors import HaseError
+from hase.evaluate.measured import check_prediction
 from hase.files import write_atomic
-from hase.measure.robust import BlockPolicy
+from hase.kernels import graph, split
+from hase.kernels.graph import resolve_input_shapes
 from hase.predict import features as F
 from hase.predict.baselines import BASELINES, MODEL_BYTES, MODEL_FLOPS
 from hase.predict.bundle import PredictorBundle
 from hase.predict.calibration import relative_lstsq
+from hase.predict.estimate import estimate_model
 from hase.predict.metrics import score
+from hase.runtime.robust import BlockPolicy
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +124,6 @@ def tsv_dims(inputs: str) -> dict[str, tuple[int, ...]]:
 def jobs_for(path: Path, info: Mapping[str, str] | None = None, batches: Sequence[int] = BATCHES) -> list[Job]:
     """The (model, batch) jobs of one model: one at its own batch when static, one per batch size when its batch
     dimension (the first of an input) is symbolic; other symbolic dimensions from models.tsv, else DEFAULT_DIM."""
-    import onnx
 
     try:
         model = onnx.load(str(path), load_external_data=False)
@@ -163,10 +167,6 @@ def group_of(costs: pd.DataFrame, op_types: set[str]) -> str:
 def evaluate_job(job: Job, bundle: PredictorBundle, info: Mapping[str, str] | None = None,
                  policy: BlockPolicy | None = None) -> dict[str, Any]:
     """One row: the prediction, the robust measurement in the predictor's configuration, kernels, FLOPs, bytes."""
-    from hase.kernels import graph, split
-    from hase.kernels.graph import resolve_input_shapes
-    from hase.predict.check import check_prediction
-    from hase.predict.estimate import estimate_model
 
     shapes = resolve_input_shapes(job.path, {}, job.free_dims)
     kg = graph.file_kernel_graph(job.path, bundle.ep_config(), shapes, with_weights=False)

@@ -1,4 +1,4 @@
-"""hase.measure.robust: blocks of timed runs, the minimum of the block medians, the spread, the noise flag."""
+"""hase.runtime.robust: blocks of timed runs, the minimum of the block medians, the spread, the noise flag."""
 from __future__ import annotations
 
 import itertools
@@ -8,8 +8,9 @@ import pytest
 from conftest import conv_bn_relu_model
 
 from hase.errors import HaseError
-from hase.measure.robust import STATISTIC, BlockPolicy, RobustTiming, measure_latency, time_blocks
-from hase.measure.types import EPConfig, TimingPolicy
+from hase.measure.model import measure_latency
+from hase.runtime.robust import STATISTIC, BlockPolicy, RobustTiming, time_blocks
+from hase.runtime.types import EPConfig, TimingPolicy
 
 
 class FakeClock:

@@ -1,4 +1,4 @@
-"""hase.profiling.events: the one ORT-profile reader (loading, classifier, run attribution) on real profiles.
+"""hase.runtime.profile: the one ORT-profile reader (loading, classifier, run attribution) on real profiles.
 
 The golden counts come from the ORT 1.32 CPU profiles in tests/data/profiles (see its README).
 """
@@ -15,7 +15,7 @@ import pytest
 from hase.errors import HaseError
 from hase.pipeline.ort_backend import run_times_from_profile
 from hase.profiling import decompose as P
-from hase.profiling import events as E
+from hase.runtime import profile as E
 
 DATA = Path(__file__).parents[1] / "data" / "profiles"
 REAL = {name: DATA / f"ort132_cpu_{name}.json" for name in ("tiny_cnn", "if_subgraph", "bert_tiny")}
@@ -113,7 +113,7 @@ def test_run_ids_example_and_edges():
 
 
 def test_overlapping_runs_are_reported(caplog):
-    with caplog.at_level(logging.WARNING, logger="hase.profiling.events"):
+    with caplog.at_level(logging.WARNING, logger="hase.runtime.profile"):
         assert E.run_ids([0.0, 10.0], [50.0, 50.0], [20.0]).tolist() == [1]
     assert "overlap" in caplog.text
 

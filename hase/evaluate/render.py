@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hase.predict.glossary import COLUMNS
+from hase.evaluate.glossary import COLUMNS
 
 SHARE_COLUMNS, PERCENT_COLUMNS = ("acc5", "acc10"), ("rmspe",)
 

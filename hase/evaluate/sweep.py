@@ -21,7 +21,12 @@ import onnx
 import pandas as pd
 
 from hase.errors import HaseError
+from hase.evaluate.devset import tsv_dims
 from hase.files import write_atomic
+from hase.kernels.graph import load_model
+from hase.kernels.inputs import make_model_feeds
+from hase.runtime.sessions import make_session
+from hase.runtime.types import EPConfig
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +86,6 @@ def sequence_of(model: onnx.ModelProto) -> int:
 def runs_with_batch(path: Path, sequence: int) -> str:
     """Empty when ONNX Runtime runs the symbolic copy at `path` at batch 1 and VERIFY_BATCH with every output's
     first dimension equal to the batch; otherwise the reason, in one line."""
-    from hase.kernels.graph import load_model
-    from hase.kernels.inputs import make_model_feeds
-    from hase.measure.runtime import make_session
-    from hase.measure.types import EPConfig
 
     for batch in (1, VERIFY_BATCH):
         free = {BATCH_DIM: batch, **({SEQUENCE_DIM: sequence} if sequence else {})}
@@ -135,7 +136,6 @@ def make_sweep_models(models_dir: str | Path, out_dir: str | Path, info: Mapping
 
 def _listed_sequence(inputs: str) -> int:
     """The token count models.tsv's `inputs` cell gives a rank-2 integer input ("ids:int64[1x128]" -> 128), else 0."""
-    from hase.predict.devset import tsv_dims
 
     return next((dims[1] for dims in tsv_dims(inputs).values() if len(dims) == 2), 0)
 

@@ -1,7 +1,7 @@
 """The evaluation report's plots (four, and one of the real exported models): each a PNG with a title for
 people and a caption saying what to look for.
 
-Drawing only: the numbers come from `hase.predict.evaluate`, the page around them from `hase.predict.report`.
+Drawing only: the numbers come from `hase.evaluate.evaluation`, the page around them from `hase.evaluate.report`.
 """
 from __future__ import annotations
 
@@ -13,14 +13,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from hase.evaluate import devset as V
+from hase.evaluate.evaluation import TARGET_RMSPE, Evaluation
+from hase.evaluate.ratios import CALIBRATED_HELD_OUT_MS, CALIBRATED_TRAIN_MS
 from hase.predict import dataset as D
-from hase.predict.evaluate import TARGET_RMSPE, Evaluation
-from hase.predict.ratios import CALIBRATED_HELD_OUT_MS, CALIBRATED_TRAIN_MS
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
-    from hase.predict.devset import DevsetEvaluation
+    from hase.evaluate.devset import DevsetEvaluation
 
 SOURCES = {  # ratio column -> short label, in the order of seed 001's closing table
     "sum_kernel_time_ratio": "Σ kernel_time (profiler)",
@@ -179,7 +180,6 @@ def devset_plot(dev: DevsetEvaluation) -> Plot:
     import matplotlib
     import matplotlib.pyplot as plt
 
-    from hase.predict import devset as V
 
     matplotlib.use("Agg")
     title = "Real exported models: predicted vs measured latency"
