@@ -7,11 +7,13 @@ is `hase.evaluate.report`'s job.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from hase.errors import HaseError
@@ -48,14 +50,33 @@ class Headline:
         return {"acc10_ge_90": self.held_out.acc10 >= TARGET_ACC10, "rmspe_le_8": self.held_out.rmspe <= TARGET_RMSPE}
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object of headline.json and `hase evaluate --json`."""
+        """The JSON object of headline.json and `hase evaluate --json`: a figure that could not be computed (no
+        exported models to score: NaN) is null, so the file is valid JSON."""
         coefficients = {k: v for k, v in dataclasses.asdict(self.calibration).items() if k in COEFFICIENTS}
-        return {"device": self.device, "target": self.target, "calibration": self.calibration.name,
+        return json_ready({"device": self.device, "target": self.target, "calibration": self.calibration.name,
                 "n_models": self.n_models, "n_families": self.n_families, "held_out": self.held_out.to_dict(),
                 "held_out_exported": self.held_out_exported.to_dict(), "train": self.train.to_dict(),
                 "baselines": {name: s.to_dict() for name, s in self.baselines.items()},
                 "kernels_held_out": self.kernels_held_out.to_dict(), "calibration_coefficients": coefficients,
-                "targets_met": self.targets_met}
+                "targets_met": self.targets_met})
+
+
+def json_ready(value: Any) -> Any:
+    """A JSON-able copy of nested dicts, lists and numbers: NumPy scalars as Python numbers, NaN and ±inf as None
+    (JSON has no NaN: `json.dumps` would write the invalid token `NaN`).
+
+        >>> json_ready({"acc10": float("nan"), "n": np.int64(0), "xs": [np.float64(1.5)]})
+        {'acc10': None, 'n': 0, 'xs': [1.5]}
+    """
+    if isinstance(value, Mapping):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 @dataclass(frozen=True)

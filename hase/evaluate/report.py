@@ -72,7 +72,8 @@ def write_report(ev: Evaluation | None, out_dir: str | Path, dev: V.DevsetEvalua
         paths[f"{name}.png"] = write_atomic(out / "plots" / f"{name}.png", plot.png)
     if ev is not None:
         paths["headline.json"] = write_atomic(out / "headline.json",
-                                              json.dumps(ev.headline.to_dict(), indent=1, default=_num) + "\n")
+                                              json.dumps(ev.headline.to_dict(), indent=1, default=_num,
+                                                         allow_nan=False) + "\n")
     paths["report.md"] = write_atomic(out / "report.md", markdown(ev, plots, dev=dev))
     paths["report.html"] = write_atomic(out / "report.html", html_page(ev, plots, dev))
     return paths

@@ -115,6 +115,21 @@ def test_a_store_without_exported_models_reads_without_nan(evaluation):
     assert "nan" not in html_page(ev, PLOT).lower()
 
 
+def _strict_json(text: str) -> object:
+    """JSON as the standard defines it: the `NaN` and `Infinity` tokens Python's json writes by default are refused."""
+    def refuse(token: str) -> object:
+        raise ValueError(f"{token} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_headline_json_writes_a_figure_without_models_as_null(evaluation, tmp_path):
+    paths = write_report(_without_exported(evaluation), tmp_path / "rep")
+    head = _strict_json(paths["headline.json"].read_text())  # once held "acc10": NaN, which no JSON parser reads
+    assert isinstance(head, dict)
+    assert head["held_out_exported"]["n"] == 0 and head["held_out_exported"]["acc10"] is None
+    assert head["held_out"]["acc10"] == pytest.approx(evaluation.headline.held_out.acc10)
+
+
 def test_every_shown_column_is_explained_in_the_glossary(evaluation):
     tables, explained = markdown(evaluation, {}).split("## Glossary")
     lines = tables.splitlines()
