@@ -53,12 +53,12 @@ class Headline:
         """The JSON object of headline.json and `hase evaluate --json`: a figure that could not be computed (no
         exported models to score: NaN) is null, so the file is valid JSON."""
         coefficients = {k: v for k, v in dataclasses.asdict(self.calibration).items() if k in COEFFICIENTS}
-        return json_ready({"device": self.device, "target": self.target, "calibration": self.calibration.name,
+        return dict(json_ready({"device": self.device, "target": self.target, "calibration": self.calibration.name,
                 "n_models": self.n_models, "n_families": self.n_families, "held_out": self.held_out.to_dict(),
                 "held_out_exported": self.held_out_exported.to_dict(), "train": self.train.to_dict(),
                 "baselines": {name: s.to_dict() for name, s in self.baselines.items()},
                 "kernels_held_out": self.kernels_held_out.to_dict(), "calibration_coefficients": coefficients,
-                "targets_met": self.targets_met})
+                "targets_met": self.targets_met}))
 
 
 def json_ready(value: Any) -> Any:
