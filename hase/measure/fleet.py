@@ -48,7 +48,7 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise HaseError("Ray is not installed, so `hase collect --cluster` cannot run: `pip install hase[ray]` "
+        raise HaseError("Ray is not installed, so `hase collect --cluster` cannot run: `pip install \"hase[ray]\"` "
                         "(or `make setup`) on the driver and on every node") from None
     return ray
 

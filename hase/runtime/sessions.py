@@ -17,19 +17,20 @@ from typing import Any
 
 import numpy as np
 
-from hase import __version__
+from hase.version import __version__
 from hase.errors import HaseError, first_line
-from hase.runtime.types import HOST, DeviceMeta, EPConfig, Timing, TimingPolicy
+from hase.runtime.host import host_fingerprint
+from hase.runtime.types import HOST, HOST_FP, DeviceMeta, EPConfig, Timing, TimingPolicy
 
 
 def ort() -> Any:
     """Import onnxruntime lazily (the module, untyped), with a one-line fix when neither wheel is installed."""
     try:
         import onnxruntime
-    except ImportError as exc:  # pragma: no cover - depends on the environment
+    except ImportError as exc:
         raise HaseError(
-            "onnxruntime is not installed: run `make setup` (CPU) or `make setup EP=cuda` "
-            "(installs onnxruntime-gpu); never install both wheels"
+            'onnxruntime is not installed: `pip install "hase[cpu]"`, or `pip install "hase[gpu]"` for CUDA '
+            "(onnxruntime-gpu); never both wheels (in a checkout: `make setup`, or `make setup EP=cuda`)"
         ) from exc
     return onnxruntime
 
@@ -55,7 +56,8 @@ def check_provider(ep: EPConfig) -> None:
     if ep.provider not in available:
         raise HaseError(
             f"{ep.provider} is not available in this onnxruntime build (available: {', '.join(available)}); "
-            f"for CUDA run `make setup EP=cuda` on a machine with an NVIDIA GPU"
+            f'for CUDA install the gpu extra in place of the cpu one (`pip install "hase[gpu]"`; in a checkout '
+            f"`make setup EP=cuda`) on a machine with an NVIDIA GPU"
         )
 
 
@@ -261,8 +263,9 @@ def host_name() -> str:
 
 
 def row_metadata(ep: EPConfig) -> dict[str, Any]:
-    """What a measurement row carries beside its figure: `device_metadata` and the measuring host (`host`)."""
-    return {**device_metadata(ep), HOST: host_name()}
+    """What a measurement row carries beside its figure: `device_metadata`, the measuring host (`host`) and its
+    fingerprint's digest (`host_fp`, `hase.runtime.host`)."""
+    return {**device_metadata(ep), HOST: host_name(), HOST_FP: host_fingerprint().digest}
 
 
 def device_metadata(ep: EPConfig) -> dict[str, Any]:
