@@ -17,10 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from hase.version import __version__
+from hase import __version__
 from hase.errors import HaseError, first_line
-from hase.runtime.host import host_fingerprint
-from hase.runtime.types import HOST, HOST_FP, DeviceMeta, EPConfig, Timing, TimingPolicy
+from hase.runtime.types import HOST, DeviceMeta, EPConfig, Timing, TimingPolicy
 
 
 def ort() -> Any:
@@ -263,9 +262,8 @@ def host_name() -> str:
 
 
 def row_metadata(ep: EPConfig) -> dict[str, Any]:
-    """What a measurement row carries beside its figure: `device_metadata`, the measuring host (`host`) and its
-    fingerprint's digest (`host_fp`, `hase.runtime.host`)."""
-    return {**device_metadata(ep), HOST: host_name(), HOST_FP: host_fingerprint().digest}
+    """What a measurement row carries beside its figure: `device_metadata` and the measuring host (`host`)."""
+    return {**device_metadata(ep), HOST: host_name()}
 
 
 def device_metadata(ep: EPConfig) -> dict[str, Any]:
