@@ -10,9 +10,14 @@ reason short of an interrupt: a Hase error, ONNX Runtime's, MemoryError — is r
 and the run goes on. A skip holds for the settings it failed under: other settings, or `retry_skips`, try the
 job again.
 
+Each device config's run starts by measuring the host's peaks (`hase.measure.peaks`: GEMM FLOP/s, bandwidth per
+memory level, per-call overhead; once per device and store, a few seconds), which training keeps with the predictor.
+
 A noisy host is watched, not trusted: the canary (`hase.measure.canary`) is timed at the start of each device
 config's run, before every full-model job and before every `every_kernels`-th kernel job; the job's rows
-carry the check (`canary_ms`, `canary_ratio`, `host_busy`), and the report lists the jobs measured on a busy
+carry the check (`canary_ms`, `canary_ratio`, `host_busy`); at the end of the run, jobs flagged busy are measured
+again while the canary reads quiet (`hase.measure.remeasure`, which also keeps the device's speed signature on this
+host once per store), and the report lists the jobs still measured on a busy
 host and the models whose block medians varied more than the noise bound.
 """
 from __future__ import annotations
@@ -47,6 +52,8 @@ from hase.measure.jobs import (
     reason,
     timed_check,
 )
+from hase.measure.peaks import PEAKS_JOB, measure_peaks, peaks_rows
+from hase.measure.remeasure import keep_flagged, record_signature, remeasure_flagged
 from hase.measure.store import Store
 from hase.measure.types import MeasureSettings, ModelSource
 from hase.runtime import sessions
@@ -91,6 +98,8 @@ class CollectReport:
     noisy_models: list[tuple[str, float]] = field(default_factory=list)
     #: (job target, canary ratio) of every job measured while the host stayed slower than the canary's bound
     busy_jobs: list[tuple[str, float]] = field(default_factory=list)
+    #: jobs flagged busy and measured again at the end of the run on a quiet host (`hase.measure.remeasure`)
+    remeasured: list[str] = field(default_factory=list)
     canary_checks: int = 0
     canary_s: float = 0.0
     canary_wait_s: float = 0.0
@@ -136,6 +145,7 @@ class DeviceRun:
     settings_hash: str = field(init=False)
     _skipped_now: set[str] = field(init=False, default_factory=set)
     _claimed: set[str] = field(init=False, default_factory=set)
+    flagged: list[Job] = field(init=False, default_factory=list)  # measured on a busy host: a second try at the end
 
     def __post_init__(self) -> None:
         self.settings_hash = settings_hash(self.ep, self.settings)
@@ -193,6 +203,8 @@ class DeviceRun:
         host = watch.columns()
         if host.get("host_busy"):
             self.report.busy_jobs.append((f"{stage} {target}", float(host["canary_ratio"])))
+            if isinstance(job, (KernelJob, ModelJob)):
+                keep_flagged(self, job)
         rows = {t: [{**r, **host} for r in rs] if t in CANARY_TABLES else rs for t, rs in result.rows.items()}
         for r in rows.get("model_measurements", []):
             if r["noisy"]:
@@ -234,11 +246,29 @@ def collect(sources: Iterable[ModelSource], cfg: CollectConfig, store: Store,
                 if cfg.settings.canary.enabled else None
             if canary is not None:
                 run.note_check(*timed_check(canary), watch)  # the run's first reference
+            record_peaks(run)
+            record_signature(run)
+            run_start = time.perf_counter()
             for job in device_jobs(sources, run):
                 result = measure_job(job, ep, cfg.settings, canary if watch.due(job) else None)
                 run.record(job, result, watch)
+            remeasure_flagged(run, canary, watch, run_start)
     report.wall_s = time.perf_counter() - start
     return report
+
+
+def record_peaks(run: DeviceRun) -> None:
+    """Measure the host's peaks on the run's device config once (`hase.measure.peaks`; a few seconds) and store
+    them with their done-marker; a failure is a skip, and training then predicts without a roofline."""
+    if run.settled(PEAKS_JOB):
+        return
+    run.notify("peaks", {"device": run.ep.name})
+    try:
+        rows = peaks_rows(measure_peaks(run.ep), sessions.row_metadata(run.ep))
+    except Exception as exc:  # any failure is a skip; interrupts go through
+        run.skip_exc(PEAKS_JOB, "host peaks", "peaks", exc)
+        return
+    run.store.commit_job(PEAKS_JOB, run.ep.name, {"device_peaks": rows})
 
 
 def device_jobs(sources: Iterable[ModelSource], run: DeviceRun) -> Iterator[Job]:

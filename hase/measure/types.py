@@ -4,8 +4,11 @@ Device configurations and timing summaries are ONNX Runtime's own records (`hase
 """
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hase.runtime.types import TimingPolicy
 
@@ -65,3 +68,49 @@ class ModelSource:
     name: str
     family: str
     path: Path
+
+
+@dataclass(frozen=True)
+class BandwidthLevel:
+    """Memory bandwidth an element-wise kernel reached with its working set in one level of the memory hierarchy:
+    `capacity_bytes` is the level's size (0 for DRAM: no bound), `working_set_bytes` what the probe touched."""
+
+    name: str
+    capacity_bytes: int
+    working_set_bytes: int
+    bytes_per_s: float
+
+
+@dataclass(frozen=True)
+class HostPeaks:
+    """What a device config's host reaches, measured by real ONNX Runtime kernels (`hase.measure.peaks`): a large
+    fp32 MatMul's FLOP/s, an Add's bandwidth per memory level (smallest first) and a tiny op's session.run time.
+
+    A kernel's roofline time is max(flops / gemm_flops_per_s, bytes / bandwidth at its working set's level) plus
+    `call_overhead_ms` (`hase.predict.roofline`).
+    """
+
+    device: str
+    gemm_flops_per_s: float
+    levels: tuple[BandwidthLevel, ...]
+    call_overhead_ms: float
+    measured_at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able form (what a trained predictor keeps)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> HostPeaks:
+        """The peaks `to_dict` gave; a missing or non-positive figure is a ValueError naming it."""
+        try:
+            levels = tuple(BandwidthLevel(str(v["name"]), int(v["capacity_bytes"]), int(v["working_set_bytes"]),
+                                          float(v["bytes_per_s"])) for v in d["levels"])
+            peaks = cls(str(d["device"]), float(d["gemm_flops_per_s"]), levels, float(d["call_overhead_ms"]),
+                        float(d.get("measured_at", 0.0)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"host peaks are incomplete or mistyped ({exc!r})") from None
+        if not levels or peaks.gemm_flops_per_s <= 0 or peaks.call_overhead_ms < 0 \
+                or any(v.bytes_per_s <= 0 for v in levels):
+            raise ValueError("host peaks need a positive FLOP/s, one or more positive bandwidths and an overhead >= 0")
+        return peaks

@@ -26,7 +26,9 @@ import pandas as pd
 
 from hase.errors import HaseError
 from hase.kernels.types import KernelSpec
+from hase.measure.peaks import peaks_from_rows
 from hase.measure.store import Store
+from hase.measure.types import HostPeaks
 from hase.runtime.types import DEVICE_META_COLS
 
 KERNEL_ID, OP_TYPE, SIGNATURE = "kernel_id", "op_type", "signature_json"
@@ -57,6 +59,7 @@ class DeviceData:
     models: pd.DataFrame
     specs: dict[str, KernelSpec] = field(repr=False)
     fixed_cost_ms: float | None = None
+    peaks: HostPeaks | None = None  # the host's peaks (`hase.measure.peaks`); None in stores collected before them
 
     @property
     def families(self) -> list[str]:
@@ -92,6 +95,7 @@ def load_device_data(store_path: str | Path, device: str | None = None) -> Devic
         nodes = _nodes(store.table("model_nodes"), store.table("node_spans"), mm, meta["opt_level"], device)
         fixed = store.table("fixed_costs")
         fixed = fixed[fixed["device"] == device]
+        peaks = peaks_from_rows(device, store.table("device_peaks").to_dict("records"))
     measured = mm["latency_ms"].fillna(mm["median_ms"]) if "latency_ms" in mm else mm["median_ms"]
     flags = {c: mm[c].fillna(0).astype(bool) if c in mm else False for c in (NOISY, HOST_BUSY)}
     models = pd.DataFrame({MODEL_ID: mm["model_id"], FAMILY: mm["family"], MEASURED_MS: measured, **flags})
@@ -101,7 +105,7 @@ def load_device_data(store_path: str | Path, device: str | None = None) -> Devic
         raise HaseError(f"the store has no measured model with its node list for device {device!r}: "
                         f"rerun `make collect`")
     return DeviceData(device, meta, kernels, nodes, models.reset_index(drop=True), specs,
-                      float(fixed["median_ms"].iloc[0]) if len(fixed) else None)
+                      float(fixed["median_ms"].iloc[0]) if len(fixed) else None, peaks)
 
 
 def _pick_device(devices: list[str], device: str | None, store_path: Any) -> str:

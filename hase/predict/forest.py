@@ -143,6 +143,7 @@ class Member:
     forest: PackedForest
     base: tuple[float, float, float]
     floor_ms: float
+    roofline: bool = False  # the trees correct the host's roofline time instead (`hase.predict.roofline`)
 
     def base_ms(self, X: NDArray[np.float32], fam: FeatureFamily) -> NDArray[np.float64]:
         """The linear cost of each row of X (ones where the member has no base)."""

@@ -20,7 +20,9 @@ from numpy.typing import ArrayLike, NDArray
 
 from hase.errors import HaseError
 from hase.kernels.types import KernelSpec
+from hase.measure.types import HostPeaks
 from hase.predict import features as F
+from hase.predict import roofline as R
 from hase.predict.forest import ARRAY_DTYPES, Member, PackedForest, fit_base, linear_base_ms, pack_forest
 from hase.predict.manifest import RETRAIN, PredictorSummary
 
@@ -29,13 +31,17 @@ if TYPE_CHECKING:  # pragma: no cover - pandas loads only where a DataFrame is a
 
 SOURCE_OP, SOURCE_FAMILY, SOURCE_GENERIC = "op", "family", "generic"
 KEY, SOURCE, PRED_MS = "key", "source", "pred_ms"
+ROOFLINE_MS, CLAMPED = "roofline_ms", "clamped"
 # the constructor parameters a saved predictor keeps, with the JSON types each may have
 PARAM_TYPES: dict[str, tuple[type, ...]] = {
     "params": (dict, type(None)), "log_target": (bool,), "min_samples": (int,), "tree_scale": (int, float),
     "random_state": (int,), "n_jobs": (int,), "aliases": (dict, type(None)), "base": (bool,),
-    "weight_power": (int, float), "tree_mean": (str,)}
-# parameters added since the first saved predictors: their value when a saved predictor has none
-PARAM_DEFAULTS: dict[str, Any] = {"tree_mean": "arithmetic"}
+    "weight_power": (int, float), "tree_mean": (str,), "peaks": (dict, type(None)), "roofline": (bool,),
+    "band_margin": (int, float), "clamp": (bool,)}
+# parameters added since the first saved predictors: their value when a saved predictor has none (no peaks: no
+# roofline, no band, predictions exactly as before)
+PARAM_DEFAULTS: dict[str, Any] = {"tree_mean": "arithmetic", "peaks": None, "roofline": False, "band_margin": 2.0,
+                                  "clamp": True}
 TREE_MEANS = ("arithmetic", "geometric")
 
 
@@ -94,6 +100,12 @@ class KernelPredictor:
         tree_mean: how a kernel's tree predictions (latencies) combine: "arithmetic" (the mean) or "geometric"
             (exp of the mean log, the forest's own mean where the trees fit log latency: one tree whose leaf holds
             a kernel 20x larger cannot multiply the prediction, as it did EfficientNet's reorders 8x).
+        peaks: the host's peaks (`HostPeaks.to_dict`) where the training store has them: each kernel then has a
+            roofline time (`hase.predict.roofline`) and, with `clamp`, every prediction is clamped to its family's
+            band [lo, hi] x roofline learned from the training kernels' measured/roofline ratios, widened by
+            `band_margin` each way; None: no roofline, no band (what predictors trained before peaks do).
+        roofline: with peaks, the trees correct the roofline time (log(latency / roofline)) instead of the linear
+            FLOPs/bytes base.
     """
 
     forests_: dict[str, Member]
@@ -102,11 +114,14 @@ class KernelPredictor:
     skipped_: dict[str, str]
     n_samples_: dict[str, int]
     n_kernels_: int
+    bands_: dict[str, tuple[float, float]]
 
     def __init__(self, params: Mapping[str, Mapping[str, Any]] | None = None, log_target: bool = True,
                  min_samples: int = 8, tree_scale: float = 1.0, random_state: int = 0, n_jobs: int = 1,
                  aliases: Mapping[str, str] | None = None, base: bool = True, weight_power: float = 0.0,
-                 family_exclude: Sequence[str] = (), tree_mean: str = "arithmetic") -> None:
+                 family_exclude: Sequence[str] = (), tree_mean: str = "arithmetic",
+                 peaks: Mapping[str, Any] | None = None, roofline: bool = False, band_margin: float = 2.0,
+                 clamp: bool = True) -> None:
         if tree_mean not in TREE_MEANS:
             raise HaseError(f"tree_mean {tree_mean!r} is not one of {list(TREE_MEANS)}")
         self.params = params
@@ -120,6 +135,23 @@ class KernelPredictor:
         self.weight_power = weight_power
         self.family_exclude = tuple(family_exclude)
         self.tree_mean = tree_mean
+        self.peaks = dict(peaks) if peaks is not None else None
+        self.roofline = roofline
+        self.band_margin = band_margin
+        self.clamp = clamp
+        self.bands_ = {}
+
+    def host_peaks(self) -> HostPeaks | None:
+        """The peaks the predictor was trained with (None: no roofline)."""
+        return HostPeaks.from_dict(self.peaks) if self.peaks is not None else None
+
+    def roofline_of(self, specs: Sequence[KernelSpec]) -> NDArray[np.float64]:
+        """Each kernel's roofline time (ms) from its own family's FLOPs and bytes; NaN without peaks."""
+        peaks = self.host_peaks()
+        if peaks is None:
+            return np.full(len(specs), np.nan)
+        costs = [F.extract(s) for s in specs]
+        return R.roofline_ms(peaks, [c["flops"] for c in costs], [c["bytes"] for c in costs])
 
     def key_of(self, spec: KernelSpec) -> str:
         """The predictor key of a kernel: `features.kernel_key`, with op-type aliases applied."""
@@ -169,6 +201,8 @@ class KernelPredictor:
                 self.family_forests_[fam] = self._fit_one(specs, y, w, idx, F.get_family(fam), _family_key(fam))
         self.generic_ = self._fit_one(specs, y, w, np.arange(len(y)), F.get_family(F.GENERIC), F.GENERIC)
         self.n_kernels_ = len(y)
+        self.bands_ = R.fit_bands(fams.tolist(), y / self.roofline_of(specs), self.band_margin) \
+            if self.peaks is not None and self.clamp else {}
         return self
 
     def _check_aliases(self) -> None:
@@ -184,9 +218,10 @@ class KernelPredictor:
         p = params_for(self.params, key, family.name)
         X = _matrix([specs[i] for i in idx], family)
         yy = y[idx]
-        base = fit_base(X, yy, family, w[idx]) if self.base else (0.0, 0.0, 0.0)
+        use_roofline = self.roofline and self.peaks is not None
+        base = fit_base(X, yy, family, w[idx]) if self.base and not use_roofline else (0.0, 0.0, 0.0)
         floor_ms = float(yy.min()) / 10
-        ratio = yy / linear_base_ms(X, family, base, floor_ms)
+        ratio = yy / (self._roofline_X(X, family) if use_roofline else linear_base_ms(X, family, base, floor_ms))
         max_features = min(p.max_features, X.shape[1]) if isinstance(p.max_features, int) else p.max_features
         forest = RandomForestRegressor(
             n_estimators=max(1, round(p.n_estimators * self.tree_scale)), max_depth=p.max_depth,
@@ -194,7 +229,19 @@ class KernelPredictor:
             n_jobs=self.n_jobs)
         weight = yy**self.weight_power * w[idx]
         forest.fit(X, np.log(ratio) if self.log_target else ratio, sample_weight=weight / weight.mean())
-        return Member(family.name, pack_forest(forest), base, floor_ms)
+        return Member(family.name, pack_forest(forest), base, floor_ms, use_roofline)
+
+    def _roofline_X(self, X: NDArray[np.float32], family: F.FeatureFamily) -> NDArray[np.float64]:
+        """The roofline time of each row of a family's feature matrix (from its flops and bytes columns)."""
+        peaks = self.host_peaks()
+        if peaks is None:
+            raise HaseError("a roofline forest needs the host's peaks, and this predictor has none: retrain")
+        cols = family.column_names
+        return R.roofline_ms(peaks, X[:, cols.index("flops")], X[:, cols.index("bytes")])
+
+    def _base_ms(self, member: Member, X: NDArray[np.float32], family: F.FeatureFamily) -> NDArray[np.float64]:
+        """What the member's trees correct: the roofline time, or its linear base."""
+        return self._roofline_X(X, family) if member.roofline else member.base_ms(X, family)
 
     # ------------------------------------------------------------------ predict
     def route(self, spec: KernelSpec) -> tuple[str, str, Member]:
@@ -221,12 +268,19 @@ class KernelPredictor:
         """
         import pandas as pd  # noqa: PLC0415 - not at import time: `hase predict` runs without it (`predict_routes`)
 
-        keys, sources, pred, draws = self.predict_routes(specs, n_draws)
-        return pd.DataFrame({KEY: keys, SOURCE: sources, PRED_MS: pred}), draws
+        r = self.predict_bounded(specs, n_draws)
+        return pd.DataFrame({KEY: r.keys, SOURCE: r.sources, PRED_MS: r.pred_ms, ROOFLINE_MS: r.roofline_ms,
+                             CLAMPED: r.clamped}), r.draws
 
     def predict_routes(self, specs: Sequence[KernelSpec], n_draws: int = 64
                        ) -> tuple[list[str], list[str], NDArray[np.float64], NDArray[np.float64]]:
         """`predict_detail` as plain columns: (keys, sources, mean predictions in ms, draws)."""
+        r = self.predict_bounded(specs, n_draws)
+        return r.keys, r.sources, r.pred_ms, r.draws
+
+    def predict_bounded(self, specs: Sequence[KernelSpec], n_draws: int = 64) -> Routes:
+        """Every kernel's key, source, prediction (clamped to its band where the predictor has one), draws,
+        roofline time and clamp ("low", "high" or "")."""
         routes = [self.route(s) for s in specs]
         pred = np.zeros(len(specs))
         draws = np.zeros((len(specs), max(n_draws, 1)))
@@ -237,10 +291,16 @@ class KernelPredictor:
             member = routes[idx[0]][2]
             family = F.get_family(member.family)
             X = _matrix([specs[i] for i in idx], family)
-            trees = self._tree_predictions(member, X) * member.base_ms(X, family)[None, :]
+            trees = self._tree_predictions(member, X) * self._base_ms(member, X, family)[None, :]
             pred[idx] = _tree_mean(trees, self.tree_mean)
             draws[idx] = trees[np.arange(draws.shape[1]) % len(trees)].T
-        return [r[0] for r in routes], [r[1] for r in routes], pred, draws
+        roof = self.roofline_of(specs)
+        clamped = [""] * len(specs)
+        if self.bands_:
+            low, high = R.band_ms(roof, [F.family_of(s.op_type).name for s in specs], self.bands_)
+            pred, clamped = R.clamp(pred, low, high)
+            draws = np.clip(draws, low[:, None], high[:, None])
+        return Routes([r[0] for r in routes], [r[1] for r in routes], pred, draws, roof, clamped)
 
     def _tree_predictions(self, member: Member, X: NDArray[np.float32]) -> NDArray[np.float64]:
         out = member.forest.predict_trees(X)
@@ -272,6 +332,8 @@ class KernelPredictor:
                 "family_forests": {k: index[id(m)] for k, m in self.family_forests_.items()},
                 "generic": index[id(self.generic_)], "skipped": dict(self.skipped_),
                 "n_samples": dict(self.n_samples_), "n_kernels": self.n_kernels_}
+        if self.bands_:
+            meta["bands"] = {k: list(v) for k, v in self.bands_.items()}
         return meta, arrays
 
     @classmethod
@@ -299,9 +361,46 @@ class KernelPredictor:
         pred.skipped_ = _typed_map(meta, "skipped", str)
         pred.n_samples_ = _typed_map(meta, "n_samples", int)
         pred.n_kernels_ = _get(meta, "n_kernels", (int,), "")
+        pred.bands_ = _bands(meta)
+        if pred.peaks is not None:
+            try:
+                pred.host_peaks()
+            except ValueError as exc:
+                raise ValueError(f"params.peaks: {exc}") from None
+        if pred.peaks is None and any(m.roofline for m in members):
+            raise ValueError("forests correct a roofline, and params.peaks is missing")
+        if pred.bands_ and (pred.peaks is None or R.ALL not in pred.bands_):
+            raise ValueError("bands need the host's peaks and a band of every kernel ('*')")
         if set(pred.forests_) - set(pred.n_samples_):
             raise ValueError(f"keys {sorted(set(pred.forests_) - set(pred.n_samples_))} have no training size")
         return pred
+
+
+@dataclass(frozen=True)
+class Routes:
+    """Per kernel, in order: predictor key, source (op, family, generic), prediction (ms), `n_draws` tree draws,
+    roofline time (ms; NaN without peaks) and clamp ("low", "high", or "" where the prediction was in its band)."""
+
+    keys: list[str]
+    sources: list[str]
+    pred_ms: NDArray[np.float64]
+    draws: NDArray[np.float64]
+    roofline_ms: NDArray[np.float64]
+    clamped: list[str]
+
+
+def _bands(meta: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
+    """The saved bands (none in predictors trained without peaks), each two positive numbers, low <= high."""
+    raw = meta.get("bands", {})
+    if not isinstance(raw, dict):
+        raise ValueError(f"bands is a {type(raw).__name__}, not an object")
+    out = {}
+    for k, v in raw.items():
+        if not (isinstance(v, list) and len(v) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                            for x in v) and 0 < v[0] <= v[1]):
+            raise ValueError(f"bands.{k} is {v!r}, not [low, high] with 0 < low <= high")
+        out[str(k)] = (float(v[0]), float(v[1]))
+    return out
 
 
 def _tree_mean(trees: NDArray[np.float64], how: str) -> NDArray[np.float64]:
@@ -314,8 +413,9 @@ def _tree_mean(trees: NDArray[np.float64], how: str) -> NDArray[np.float64]:
 def _member_json(m: Member) -> dict[str, Any]:
     """A member's numbers and names (its arrays are saved beside them); the family's columns let a load
     notice a feature schema that changed since training."""
-    return {"family": m.family, "columns": list(F.get_family(m.family).column_names), "base": list(m.base),
-            "floor_ms": m.floor_ms, "depth": m.forest.depth, "n_features": m.forest.n_features}
+    out = {"family": m.family, "columns": list(F.get_family(m.family).column_names), "base": list(m.base),
+           "floor_ms": m.floor_ms, "depth": m.forest.depth, "n_features": m.forest.n_features}
+    return {**out, "roofline": True} if m.roofline else out
 
 
 def _members(records: list[Any], arrays: Mapping[str, NDArray[Any]]) -> list[Member]:
@@ -347,8 +447,11 @@ def _member(d: Mapping[str, Any], i: int, arrays: Mapping[str, NDArray[Any]]) ->
         raise ValueError(f"{where}n_features is {n_features}, family {family.name!r} has {len(family.columns)}")
     forest = PackedForest.from_arrays({name: arrays[f"m{i}.{name}"] for name in ARRAY_DTYPES
                                        if f"m{i}.{name}" in arrays}, _get(d, "depth", (int,), where), n_features)
+    roofline = d.get("roofline", False)
+    if not isinstance(roofline, bool):
+        raise ValueError(f"{where}roofline is a {type(roofline).__name__}, not true or false")
     return Member(family.name, forest, (float(base[0]), float(base[1]), float(base[2])),
-                  float(_get(d, "floor_ms", (int, float), where)))
+                  float(_get(d, "floor_ms", (int, float), where)), roofline)
 
 
 def _get(d: Mapping[str, Any], key: str, kinds: tuple[type, ...], where: str) -> Any:

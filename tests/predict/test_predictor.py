@@ -109,7 +109,9 @@ def test_in_range_accuracy_and_extrapolation_through_the_base(fitted):
 def test_predict_detail_is_batched_with_tree_draws(fitted):
     model, specs = fitted
     frame, draws = model.predict_detail(specs, n_draws=10)
-    assert list(frame.columns) == ["key", "source", "pred_ms"] and draws.shape == (len(specs), 10)
+    assert list(frame.columns) == ["key", "source", "pred_ms", "roofline_ms", "clamped"]
+    assert draws.shape == (len(specs), 10) and frame["roofline_ms"].isna().all()  # no peaks: no roofline
+    assert set(frame["clamped"]) == {""}
     assert np.allclose(frame["pred_ms"], model.predict(specs))
     assert np.all(draws.min(axis=1) <= frame["pred_ms"] * 1.0001)
 
