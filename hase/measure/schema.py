@@ -7,7 +7,11 @@ anything is written, so a foreign or corrupt file is never touched. Versions (`P
 1 — model jobs keyed by the model file's sha256, `skips.settings_hash`;
 2 — the robust full-model latency (`latency_ms`: minimum of block medians, `block_spread`, `noisy`, `n_blocks`)
     and the canary's check of the host (`canary_ms`, `canary_ratio`, `host_busy`) on measurement rows;
-3 — the measuring machine's name (`host`) on every measurement row (a fleet's workers differ).
+3 — the measuring machine's name (`host`) on every measurement row (a fleet's workers differ);
+4 — the table `device_peaks`: the host's peaks per device config (`hase.measure.peaks`); older stores lack it;
+5 — the measuring machine's fingerprint (`hase.runtime.host`): its digest (`host_fp`) on every measurement row,
+    the fingerprints in `hosts` (one row per digest), and each device's speed signature per host in `signatures`
+    (`hase.measure.signature`); older stores lack them.
 `migrate` brings any older version to the current one; columns it adds are NULL on rows measured before
 (`hase.predict.dataset` then falls back to `median_ms`).
 """
@@ -17,9 +21,9 @@ import sqlite3
 from pathlib import Path
 
 from hase.errors import HaseError
-from hase.runtime.types import DEVICE_META_COLS, HOST
+from hase.runtime.types import DEVICE_META_COLS, HOST, HOST_FP
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 5
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 TIMING_COLS = ["median_ms", "p10_ms", "p90_ms", "mean_ms", "min_ms", "n_runs"]
@@ -39,28 +43,37 @@ SCHEMA: dict[str, tuple[list[str], list[str]]] = {
     "model_nodes": (["model_id", "opt_level", "node_idx", "node_name", "kernel_id", "op_type"],
                     ["model_id", "opt_level", "node_idx"]),
     "kernel_measurements": (["kernel_id", "op_type", "variant", "n_sessions", "weight_bytes", *TIMING_COLS,
-                             *DEVICE_META_COLS, "measured_at", *CANARY_COLS, HOST], ["kernel_id", "device", "variant"]),
+                             *DEVICE_META_COLS, "measured_at", *CANARY_COLS, HOST, HOST_FP],
+                            ["kernel_id", "device", "variant"]),
     "node_spans": (["model_id", "node_name", "kernel_id", "op_type", "provider", "span_ms", "kernel_time_ms",
-                    "span_source", "n_runs", *DEVICE_META_COLS, HOST], ["model_id", "device", "node_name"]),
+                    "span_source", "n_runs", *DEVICE_META_COLS, HOST, HOST_FP], ["model_id", "device", "node_name"]),
     "model_measurements": (["model_id", "family", "n_kernel_nodes", "n_memcpy_nodes", "n_cpu_fallback_nodes",
                             "timing_api", *TIMING_COLS, *DECOMP_COLS, "n_profiled_runs", *DEVICE_META_COLS,
-                            "measured_at", *ROBUST_COLS, *CANARY_COLS, HOST],
+                            "measured_at", *ROBUST_COLS, *CANARY_COLS, HOST, HOST_FP],
                            ["model_id", "device"]),
-    "fixed_costs": (["kind", *TIMING_COLS, *DEVICE_META_COLS, "measured_at", HOST], ["device", "kind"]),
+    "fixed_costs": (["kind", *TIMING_COLS, *DEVICE_META_COLS, "measured_at", HOST, HOST_FP], ["device", "kind"]),
     "skips": (["job", "device", "target", "stage", "reason", "at", "settings_hash"], ["job", "device"]),
     "jobs": (["job", "device", "finished_at"], ["job", "device"]),
+    "device_peaks": (["metric", "value", "capacity_bytes", "working_set_bytes", *DEVICE_META_COLS, "measured_at",
+                      HOST, HOST_FP], ["device", "metric"]),
+    "hosts": ([HOST_FP, "fingerprint_json", "first_seen"], [HOST_FP]),
+    "signatures": (["device", HOST_FP, "signature_json", "measured_at"], ["device", HOST_FP]),
 }
 REAL_COLS = {*TIMING_COLS, *DECOMP_COLS, "span_ms", "kernel_time_ms", "measured_at", "at", "finished_at",
-             "latency_ms", "block_spread", "canary_ms", "canary_ratio"}
+             "latency_ms", "block_spread", "canary_ms", "canary_ratio", "value"}
 INT_COLS = {"n_runs", "n_onnx_nodes", "n_kernel_nodes", "n_unique_kernels", "node_idx", "intra_op_threads",
             "inter_op_threads", "n_sessions", "weight_bytes", "n_memcpy_nodes", "n_cpu_fallback_nodes",
-            "n_profiled_runs", "noisy", "n_blocks", "host_busy"}
+            "n_profiled_runs", "noisy", "n_blocks", "host_busy", "capacity_bytes", "working_set_bytes"}
 #: version -> the columns it added, per table (an older store lacks them until `migrate` adds them)
 _ADDED: dict[int, dict[str, list[str]]] = {
     1: {"skips": ["settings_hash"]},
     2: {"model_measurements": [*ROBUST_COLS, *CANARY_COLS], "kernel_measurements": list(CANARY_COLS)},
     3: {t: [HOST] for t in ("kernel_measurements", "node_spans", "model_measurements", "fixed_costs")},
+    5: {t: [HOST_FP] for t in ("kernel_measurements", "node_spans", "model_measurements", "fixed_costs",
+                               "device_peaks")},
 }
+#: version -> the tables it added (an older store lacks them until `migrate` creates them; readers find none)
+ADDED_TABLES: dict[int, tuple[str, ...]] = {4: ("device_peaks",), 5: ("hosts", "signatures")}
 _HINT = "point --store at a Hase store or at a new file"
 
 
@@ -126,7 +139,7 @@ def check_schema(conn: sqlite3.Connection, path: Path, readonly: bool) -> int:
         if readonly:
             raise HaseError(f"store {path} holds no measurements yet: run `hase collect --store {path}` first")
         return version
-    missing = sorted(set(SCHEMA) - set(names))
+    missing = sorted(set(SCHEMA) - set(names) - {t for v, ts in ADDED_TABLES.items() if v > version for t in ts})
     if missing and (readonly or version == SCHEMA_VERSION):
         raise HaseError(f"store {path} lacks the tables {missing}: it is incomplete or not a Hase store; {_HINT}")
     for table in names:
@@ -154,7 +167,10 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
     0 -> 1: adds `skips.settings_hash` (NULL: the skip is retried under any settings), re-keys model
     done-markers from the file name to the model's sha256, and drops the model skips (keyed by name, so the
     model is tried again under its content's key). 1 -> 2: adds the robust and canary columns (`_ADDED[2]`),
-    2 -> 3 the `host` column (`_ADDED[3]`), NULL on the rows already there: nothing is measured again.
+    2 -> 3 the `host` column (`_ADDED[3]`), NULL on the rows already there: nothing is measured again;
+    3 -> 4 creates the `device_peaks` table (empty: the next collect measures the peaks);
+    4 -> 5 adds the `host_fp` column (`_ADDED[5]`, NULL on the rows already there) and creates the `hosts` and
+    `signatures` tables (empty).
     """
     if version >= SCHEMA_VERSION:
         return

@@ -20,9 +20,14 @@ columns `hase.runtime.types.DEVICE_META_COLS`, filled by `hase.runtime.sessions.
 - canary columns:      `canary_ms`, `canary_ratio`, `host_busy` on kernel and model rows: the canary check before
                        the job (`hase.measure.canary`); NULL where no check ran (or on rows of older stores).
 - fixed_costs:         per-run cost of an empty kernel per device (the invocation overhead).
+- device_peaks:        the host's peaks per device (`hase.measure.peaks`): GEMM FLOP/s, bandwidth per memory level,
+                       per-call overhead, one row per figure (empty in stores older than schema version 4).
 - skips:               jobs that could not be measured, with the reason and the hash of the settings they
                        failed under (a skip under other settings is retried).
 - jobs:                done-markers (`kernel:<kernel_id>`, `model:<sha256>`); a job present here is never run again.
+- hosts:               one row per measuring machine: its fingerprint (`hase.runtime.host`) keyed by its digest,
+                       which every measurement row carries as `host_fp` (schema version 5).
+- signatures:          a device's speed signature per host (`hase.measure.signature`), measured once by collect.
 
 Safety: a store is checked on open (`hase.measure.schema`) and refused, untouched, when it is not one;
 writers take `writer_lock` (one collect at a time per store) and `commit_job` re-checks the done-marker
@@ -47,8 +52,9 @@ import pandas as pd
 from hase.errors import HaseError
 from hase.measure import schema
 from hase.measure.schema import CANARY_COLS, DECOMP_COLS, ROBUST_COLS, SCHEMA, SCHEMA_VERSION, TIMING_COLS
+from hase.runtime.host import HostFingerprint
 from hase.runtime.robust import RobustTiming
-from hase.runtime.types import Timing
+from hase.runtime.types import HOST_FP, Timing
 
 if sys.platform != "win32":
     import fcntl
@@ -268,6 +274,17 @@ class Store:
             self.mark_done(job, device)
         return True
 
+    def replace_rows(self, rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+        """Replace measurement rows (matched by each table's primary key) in one transaction: a job measured
+        again, its done-marker kept."""
+        with self.transaction():
+            for table, table_rows in rows.items():
+                pk = SCHEMA[table][1]
+                where = " AND ".join(f"{c}=?" for c in pk)
+                for r in table_rows:
+                    self.conn.execute(f"DELETE FROM {table} WHERE {where}", [_plain(r.get(c)) for c in pk])
+                self.insert(table, table_rows)
+
     def record_skip(self, job: str, device: str, target: str, stage: str, reason: str,
                     settings_hash: str | None = None) -> None:
         """A job that failed for a reason of its own, with the hash of the settings it failed under; replaces
@@ -317,6 +334,8 @@ class Store:
         """A whole table as a DataFrame with the documented columns."""
         if name not in SCHEMA:
             raise HaseError(f"unknown table {name!r}: the store has {sorted(SCHEMA)}")
+        if not self._has_table(name):  # a table added since the store's version (`schema.ADDED_TABLES`): empty
+            return pd.DataFrame(columns=SCHEMA[name][0])
         try:
             with self._errors():
                 return pd.read_sql_query(f"SELECT * FROM {name}", self.conn)
@@ -324,10 +343,51 @@ class Store:
             cause = exc.__cause__ if isinstance(exc.__cause__, sqlite3.Error) else sqlite3.DatabaseError(str(exc))
             raise HaseError(sqlite_message(self.path, cause)) from exc
 
+    def register_host(self, fingerprint: HostFingerprint) -> str:
+        """Keep a machine's fingerprint in `hosts` once (rows carry only its digest); returns the digest."""
+        with self.transaction():
+            self.insert("hosts", [{HOST_FP: fingerprint.digest, "fingerprint_json": json.dumps(fingerprint.to_dict()),
+                                   "first_seen": time.time()}], ignore_existing=True)
+        return fingerprint.digest
+
+    def hosts(self) -> dict[str, HostFingerprint]:
+        """Every fingerprint the store holds, by digest (none in a store older than the `hosts` table)."""
+        if not self._has_table("hosts"):
+            return {}
+        with self._errors():
+            rows = self.conn.execute("SELECT host_fp, fingerprint_json FROM hosts").fetchall()
+        return {str(d): HostFingerprint.from_dict(json.loads(j), f"store host {d}") for d, j in rows}
+
+    def record_signature(self, device: str, host_fp: str, signature: Mapping[str, Any]) -> None:
+        """Keep a device's speed signature measured on the host `host_fp` (replacing an earlier one)."""
+        with self.transaction():
+            self.conn.execute("DELETE FROM signatures WHERE device=? AND host_fp=?", (device, host_fp))
+            self.insert("signatures", [{"device": device, HOST_FP: host_fp, "signature_json": json.dumps(signature),
+                                        "measured_at": time.time()}])
+
+    def signature(self, device: str, host_fp: str | None = None) -> dict[str, Any] | None:
+        """A device's speed signature on host `host_fp` (the latest of any host when None), or None."""
+        if not self._has_table("signatures"):
+            return None
+        sql, params = "SELECT signature_json FROM signatures WHERE device=?", [device]
+        if host_fp is not None:
+            sql += " AND host_fp=?"
+            params.append(host_fp)
+        with self._errors():
+            row = self.conn.execute(sql + " ORDER BY measured_at DESC LIMIT 1", params).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
     def counts(self) -> dict[str, int]:
         """Row count of every table."""
         with self._errors():
-            return {t: int(self.conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]) for t in SCHEMA}
+            return {t: int(self.conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]) if self._has_table(t) else 0
+                    for t in SCHEMA}
+
+    def _has_table(self, name: str) -> bool:
+        """Whether the file holds the table (a read-only store of an older version may lack one added since)."""
+        with self._errors():
+            return self.conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                                     (name,)).fetchone() is not None
 
 
 def _plain(v: Any) -> Any:

@@ -19,7 +19,8 @@ import numpy as np
 
 from hase import __version__
 from hase.errors import HaseError, first_line
-from hase.runtime.types import HOST, DeviceMeta, EPConfig, Timing, TimingPolicy
+from hase.runtime.host import host_fingerprint
+from hase.runtime.types import HOST, HOST_FP, DeviceMeta, EPConfig, Timing, TimingPolicy
 
 
 def ort() -> Any:
@@ -262,8 +263,9 @@ def host_name() -> str:
 
 
 def row_metadata(ep: EPConfig) -> dict[str, Any]:
-    """What a measurement row carries beside its figure: `device_metadata` and the measuring host (`host`)."""
-    return {**device_metadata(ep), HOST: host_name()}
+    """What a measurement row carries beside its figure: `device_metadata`, the measuring host (`host`) and its
+    fingerprint's digest (`host_fp`, `hase.runtime.host`)."""
+    return {**device_metadata(ep), HOST: host_name(), HOST_FP: host_fingerprint().digest}
 
 
 def device_metadata(ep: EPConfig) -> dict[str, Any]:

@@ -66,6 +66,7 @@ class DeviceMeta:
 #: The device-metadata columns of every measurement table, in store order.
 DEVICE_META_COLS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(DeviceMeta))
 HOST = "host"  # the measuring machine's name, on every measurement row beside DEVICE_META_COLS (not a setting)
+HOST_FP = "host_fp"  # the measuring machine's fingerprint digest (`hase.runtime.host`), beside HOST
 
 
 @dataclass(frozen=True)
