@@ -18,7 +18,10 @@ from hase.errors import HaseError
 from hase.predict.bundle import PredictorBundle, load_bundle, read_manifest
 from hase.predict.locate import FoundPredictor, find_predictor, installed_predictors
 from hase.predict.manifest import Manifest
+from hase.predict.noise import busy_share
+from hase.runtime.host import HostFingerprint, host_fingerprint
 from hase.runtime.sessions import cpu_model, gpu_info
+from hase.runtime.types import DEVICE_META_COLS, DeviceMeta
 
 CUDA_PROVIDER = "CUDAExecutionProvider"
 
@@ -32,11 +35,12 @@ class HostInfo:
     providers: tuple[str, ...]
     gpu_name: str
     n_cpus: int
+    fingerprint: HostFingerprint | None = None  # `hase.runtime.host`; None without onnxruntime
 
 
 def host_info(gpu: bool = False) -> HostInfo:
-    """This host's CPU model, ONNX Runtime version and providers, usable CPUs and (with `gpu`, which runs
-    nvidia-smi) GPU name."""
+    """This host's CPU model, ONNX Runtime version and providers, usable CPUs, fingerprint and (with `gpu`, which
+    runs nvidia-smi) GPU name."""
 
     try:
         import onnxruntime
@@ -45,7 +49,8 @@ def host_info(gpu: bool = False) -> HostInfo:
     else:
         version, providers = onnxruntime.__version__, tuple(onnxruntime.get_available_providers())
     n_cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return HostInfo(cpu_model(), version, providers, gpu_info()[0] if gpu else "", n_cpus)
+    return HostInfo(cpu_model(), version, providers, gpu_info()[0] if gpu else "", n_cpus,
+                    host_fingerprint() if version else None)
 
 
 @dataclass(frozen=True)
@@ -53,23 +58,18 @@ class PredictorIdentity:
     """The facts that make a predictor's figures meaningful, with where it was found and which target is used.
 
     `acc10` (share of held-out models within ±10 %) and `rmspe` (%) are the leave-family-out figures of
-    `target`, over `n_held_out` models, as measured at training time.
+    `target`, over `n_held_out` models, as measured at training time. `meta` is the device metadata of its
+    measurements (its fields read as attributes too: `ident.cpu_model`), `host` the measuring machine's fingerprint
+    (None: none recorded), `busy_share` the share of its training jobs measured on a busy host (None: unknown),
+    `adapted_from` the predictor it was adapted from (`hase adapt`; "" when trained).
     """
 
     device: str
     source: str
     path: str
     shadowed: bool
-    cpu_model: str
-    gpu_name: str
-    gpu_driver: str
-    ort_version: str
-    execution_provider: str
-    intra_op_threads: int
-    inter_op_threads: int
-    opt_level: str
+    meta: DeviceMeta
     created_at: str
-    hase_version: str
     default_target: str
     target: str
     acc10: float
@@ -77,6 +77,15 @@ class PredictorIdentity:
     n_held_out: int
     n_models: int
     families: tuple[str, ...]
+    host: HostFingerprint | None = None
+    busy_share: float | None = None
+    adapted_from: str = ""
+
+    def __getattr__(self, name: str) -> Any:
+        """The device metadata's fields (`cpu_model`, `ort_version`, `intra_op_threads`, ...) as attributes."""
+        if name in DEVICE_META_COLS and name != "device":
+            return getattr(self.meta, name)
+        raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r}")
 
     @property
     def trained_on(self) -> str:
@@ -89,36 +98,47 @@ class PredictorIdentity:
         return CUDA_PROVIDER in self.execution_provider
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready fields (families as a list)."""
-        return {**dataclasses.asdict(self), "families": list(self.families)}
+        """JSON-ready fields, flat: the device metadata beside the rest, families as a list, the fingerprint as an
+        object (None: none recorded)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("meta", "host")}
+        meta = {k: v for k, v in dataclasses.asdict(self.meta).items() if k != "device"}
+        return {**out, **meta, "families": list(self.families),
+                "host_fingerprint": self.host.to_dict() if self.host is not None else None}
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        """The keys of `to_dict`, in order (a table's columns)."""
+        own = [f.name for f in dataclasses.fields(cls) if f.name not in ("meta", "host")]
+        return [*own, *(c for c in DEVICE_META_COLS if c != "device"), "host_fingerprint"]
 
 
 def predictor_identity(manifest: Manifest, found: FoundPredictor, target: str | None = None) -> PredictorIdentity:
     """The identity of a verified manifest found at `found`, with the held-out figures of `target` (default:
     the manifest's default target)."""
     target = target or manifest.default_target
-    meta, held = manifest.device_meta, manifest.target(target).held_out
+    held = manifest.target(target).held_out
     return PredictorIdentity(
         device=manifest.device, source=found.source, path=str(found.path), shadowed=found.shadowed,
-        cpu_model=meta.cpu_model, gpu_name=meta.gpu_name, gpu_driver=meta.gpu_driver, ort_version=meta.ort_version,
-        execution_provider=meta.execution_provider, intra_op_threads=meta.intra_op_threads,
-        inter_op_threads=meta.inter_op_threads, opt_level=meta.opt_level, created_at=manifest.created_at,
-        hase_version=meta.hase_version, default_target=manifest.default_target, target=target,
-        acc10=held.acc10, rmspe=held.rmspe, n_held_out=held.n, n_models=manifest.training_data.n_models,
-        families=manifest.training_data.families)
+        meta=manifest.device_meta, created_at=manifest.created_at, default_target=manifest.default_target,
+        target=target, acc10=held.acc10, rmspe=held.rmspe, n_held_out=held.n,
+        n_models=manifest.training_data.n_models, families=manifest.training_data.families, host=manifest.host,
+        busy_share=busy_share(manifest.noise, manifest.training_data.busy),
+        adapted_from=str(manifest.adaptation.get("source_path", "")))
 
 
 def host_mismatches(ident: PredictorIdentity, host: HostInfo) -> list[str]:
     """How this host differs from the one the predictor was measured on, one phrase per difference (none when
     it matches): each is a reason its predictions may be off here."""
     out: list[str] = []
-    if ident.cpu_model != host.cpu_model:
+    if ident.host is not None and host.fingerprint is not None:
+        out += host.fingerprint.differences(ident.host, "the predictor's")
+    elif ident.cpu_model != host.cpu_model:
         out.append(f"CPU {host.cpu_model!r}, the predictor's {ident.cpu_model!r}")
     if ident.is_cuda and host.gpu_name != ident.gpu_name:
         out.append(f"GPU {host.gpu_name or 'none found'!r}, the predictor's {ident.gpu_name!r}")
     if not host.ort_version:
         out.append(f"no onnxruntime installed, the predictor's is {ident.ort_version}")
-    elif host.ort_version != ident.ort_version:
+    elif host.ort_version != ident.ort_version and (ident.host is None or host.fingerprint is None):
         out.append(f"ONNX Runtime {host.ort_version}, the predictor's {ident.ort_version} (its kernel graph and "
                    f"kernels may differ)")
     if host.ort_version and ident.execution_provider not in host.providers:
@@ -145,9 +165,11 @@ def describe(ident: PredictorIdentity) -> str:
     shipped: /…/hase/predictors/cpu-1t"
     """
     hw = ident.cpu_model + (f" + {ident.gpu_name} (driver {ident.gpu_driver})" if ident.gpu_name else "")
-    return (f"{ident.device}: {ident.execution_provider} on {hw}, ORT {ident.ort_version}, "
+    fp = f"host {ident.host.digest}" if ident.host is not None else "no fingerprint recorded"
+    adapted = f"; adapted from {ident.adapted_from}" if ident.adapted_from else ""
+    return (f"{ident.device}: {ident.execution_provider} on {hw} ({fp}), ORT {ident.ort_version}, "
             f"{threads_text(ident.intra_op_threads, ident.inter_op_threads)}, {ident.opt_level} "
-            f"optimization; trained {ident.trained_on} on {ident.n_models} models; held-out ({ident.target}) "
+            f"optimization; trained {ident.trained_on} on {ident.n_models} models{adapted}; held-out ({ident.target}) "
             f"±10 % {ident.acc10 * 100:.0f} %, RMSPE {ident.rmspe:.1f} %; {ident.source}: {ident.path}")
 
 

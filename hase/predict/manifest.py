@@ -22,6 +22,7 @@ from typing import Any
 from hase.errors import HaseError
 from hase.predict.calibration import FITTERS, FORMS, Calibration
 from hase.predict.metrics import Scores
+from hase.runtime.host import HostFingerprint
 from hase.runtime.types import DeviceMeta
 
 MANIFEST = "manifest.json"
@@ -271,6 +272,13 @@ class Manifest:
     targets: Mapping[str, TargetEntry]
     baselines_held_out: Records
     files: Mapping[str, str] = field(default_factory=dict)  # file name -> sha256, filled by `save_bundle`
+    #: the measuring machine's fingerprint (`hase.runtime.host`), its speed signature (`hase.measure.signature`),
+    #: the store's noise (`hase.predict.noise`) and, for an adapted predictor, what it was adapted from and how
+    #: (`hase.predict.adapt`): None or empty in older predictors, and then left out of the JSON
+    host: HostFingerprint | None = None
+    signature: Mapping[str, Any] | None = None
+    noise: Mapping[str, Any] = field(default_factory=dict)
+    adaptation: Mapping[str, Any] = field(default_factory=dict)
 
     def target(self, name: str) -> TargetEntry:
         """A target's entry; an unknown target is a HaseError listing those the manifest has."""
@@ -291,6 +299,10 @@ class Manifest:
             "baselines_held_out": list(self.baselines_held_out),
             "format": FORMAT, "files": dict(self.files), "security": SECURITY_NOTE,
         }
+        optional = {"host": self.host.to_dict() if self.host is not None else None,
+                    "signature": dict(self.signature) if self.signature is not None else None,
+                    "noise": dict(self.noise) or None, "adaptation": dict(self.adaptation) or None}
+        body.update({k: v for k, v in optional.items() if v is not None})
         return {**body, DIGEST: manifest_digest(body)}
 
     @classmethod
@@ -309,7 +321,11 @@ class Manifest:
             TrainingData.from_dict(_table(d, "training_data", ""), "training_data"), _table(d, "config", ""),
             _str(d, "evaluation", ""),
             {name: TargetEntry.from_dict(_table(targets, name, "targets"), f"targets.{name}") for name in targets},
-            _records(d, "baselines_held_out", ""), _str_map(d, "files", "", str, "text"))
+            _records(d, "baselines_held_out", ""), _str_map(d, "files", "", str, "text"),
+            host=HostFingerprint.from_dict(_table(d, "host", ""), "predictor manifest 'host'") if "host" in d else None,
+            signature=_table(d, "signature", "") if "signature" in d else None,
+            noise=_table(d, "noise", "") if "noise" in d else {},
+            adaptation=_table(d, "adaptation", "") if "adaptation" in d else {})
 
 
 def manifest_digest(raw: Mapping[str, Any]) -> str:

@@ -25,6 +25,7 @@ from hase.predict import baselines as B
 from hase.predict import busy as BZ
 from hase.predict import crossval as CV
 from hase.predict import dataset as D
+from hase.predict import noise as NZ
 from hase.predict.bundle import (
     BASELINES_CSV,
     CV_KERNELS_CSV,
@@ -270,4 +271,10 @@ def _manifest(data: D.DeviceData, store_path: str | Path, cfg: TrainConfig, defa
         training_data=TrainingData(str(store_path), len(data.models), tuple(data.families), len(data.kernels),
                                    len(data.nodes), busy),
         config=dataclasses.asdict(cfg), evaluation=EVALUATION, targets=dict(entries),
-        baselines_held_out=_records(B.baseline_scores(baselines)))
+        baselines_held_out=_records(B.baseline_scores(baselines)), **_provenance(store_path, data.device))
+
+
+def _provenance(store_path: str | Path, device: str) -> dict[str, Any]:
+    """The measuring machine's fingerprint and speed signature, and the store's noise (`hase.predict.noise`)."""
+    host, signature = NZ.store_host(store_path, device)
+    return {"host": host, "signature": signature, "noise": NZ.store_noise(store_path, device)}

@@ -86,33 +86,36 @@ class HostFingerprint:
                 f"{self.l3_kib} KiB, {self.cores} cores / {self.threads} threads, {self.memory_gib} GiB, "
                 f"ORT {self.ort_version}")
 
-    def differences(self, other: HostFingerprint) -> list[str]:
-        """What differs from `other`, one phrase each (none: the same machine as far as ORT's kernels can tell).
+    def differences(self, other: HostFingerprint, other_name: str = "the other") -> list[str]:
+        """What differs from `other`, one phrase each (none: the same machine as far as ORT's kernels can tell);
+        `other_name` names the other machine in them ("the predictor's").
 
         ISA flags are named by what this host has (+) or lacks (-) against the other.
         """
         out: list[str] = []
+        them = other_name
         cpu_a = (self.cpu_vendor, self.cpu_family, self.cpu_model_id, self.cpu_stepping)
         cpu_b = (other.cpu_vendor, other.cpu_family, other.cpu_model_id, other.cpu_stepping)
         if cpu_a != cpu_b:
-            out.append(f"CPU {_cpu(cpu_a)}, the other {_cpu(cpu_b)}")
+            out.append(f"CPU {_cpu(cpu_a)}, {them} {_cpu(cpu_b)}")
         elif self.cpu_model != other.cpu_model:
-            out.append(f"CPU name {self.cpu_model!r}, the other {other.cpu_model!r}")
+            out.append(f"CPU name {self.cpu_model!r}, {them} {other.cpu_model!r}")
         plus = sorted(set(self.isa) - set(other.isa))
         minus = sorted(set(other.isa) - set(self.isa))
         if plus or minus:
-            out.append("ISA " + " ".join([f"+{f}" for f in plus] + [f"-{f}" for f in minus]))
+            flags = " ".join([f"+{f}" for f in plus] + [f"-{f}" for f in minus])
+            out.append(f"ISA {flags} (this machine against {them})")
         for name, a, b, unit in (("L1d", self.l1d_kib, other.l1d_kib, "KiB"), ("L2", self.l2_kib, other.l2_kib, "KiB"),
                                  ("L3", self.l3_kib, other.l3_kib, "KiB"), ("cores", self.cores, other.cores, ""),
                                  ("threads", self.threads, other.threads, ""),
                                  ("memory", self.memory_gib, other.memory_gib, "GiB")):
             if a != b:
                 u = f" {unit}" if unit else ""
-                out.append(f"{name} {a}{u}, the other {b}{u}")
+                out.append(f"{name} {a}{u}, {them} {b}{u}")
         if self.ort_version != other.ort_version:
-            out.append(f"ONNX Runtime {self.ort_version}, the other {other.ort_version}")
+            out.append(f"ONNX Runtime {self.ort_version}, {them} {other.ort_version}")
         if set(self.ort_providers) != set(other.ort_providers):
-            out.append(f"providers {','.join(self.ort_providers) or 'none'}, the other "
+            out.append(f"providers {','.join(self.ort_providers) or 'none'}, {them} "
                        f"{','.join(other.ort_providers) or 'none'}")
         return out
 

@@ -23,6 +23,7 @@ from hase.predict.identity import (
 )
 from hase.predict.locate import SHIPPED, USER, FoundPredictor
 from hase.predict.manifest import MANIFEST
+from hase.runtime.types import DEVICE_META_COLS
 
 CPU = "CPUExecutionProvider"
 HOME = HostInfo(cpu_model="cpu", ort_version="1.20", providers=(CPU,), gpu_name="", n_cpus=2)  # the sample's host
@@ -31,7 +32,10 @@ HOME = HostInfo(cpu_model="cpu", ort_version="1.20", providers=(CPU,), gpu_name=
 def identity(**changes: object) -> PredictorIdentity:
     """The identity of the sample manifest (trained on HOME), with `changes`."""
     found = FoundPredictor("cpu-1t", Path("/p/cpu-1t"), USER)
-    return dataclasses.replace(predictor_identity(current_manifest(), found), **changes)  # type: ignore[arg-type]
+    ident = predictor_identity(current_manifest(), found)
+    meta = {k: v for k, v in changes.items() if k in DEVICE_META_COLS}
+    rest = {k: v for k, v in changes.items() if k not in meta}
+    return dataclasses.replace(ident, meta=dataclasses.replace(ident.meta, **meta), **rest)  # type: ignore[arg-type]
 
 
 def test_identity_carries_every_fact_of_the_manifest():
