@@ -3,7 +3,8 @@
 Three probes, each a real ONNX Runtime session in the device config's own settings (threads, provider), timed
 the robust way (`hase.runtime.robust`: minimum of block medians), a few seconds in all:
 
-- per-call overhead: one Add over 16 floats, whose session.run is almost all ORT's own cost;
+- per-call overhead: one Add over 16 floats, whose session.run is almost all ORT's own cost; per-node overhead:
+  what each further Add of a chain of 16 such Adds adds;
 - GEMM FLOP/s: a `gemm_size`² fp32 MatMul (2·n³ FLOPs), its run less the per-call overhead;
 - bandwidth per memory level: a chain of Adds (y_i = y_{i-1} + b) over buffers whose working set (three
   buffers) is half of L1, L2, L3 (sizes from sysfs) and a multiple of L3 for DRAM; bytes moved per node
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 
 PEAKS_JOB = "peaks:host"  # the store's done-marker of a device config's peaks
 DEFAULT_CACHES = {"L1": 32 << 10, "L2": 1 << 20, "L3": 8 << 20}  # where sysfs says nothing
+NODE_CHAIN = 16  # tiny Adds whose chain gives the per-node overhead
 CHAIN_BYTES = 256 << 20  # bytes a bandwidth probe's chain moves per run (its node count follows, 2 to 64)
 _SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 
@@ -98,6 +100,7 @@ def measure_peaks(ep: EPConfig, gemm_size: int = 1024, caches: dict[str, int] | 
     """The host's peaks on `ep` (module docstring): a few seconds of real ORT sessions."""
     caches = caches or cache_sizes()
     overhead = _overhead(ep).latency_ms
+    node = max(_chain(ep, 16, NODE_CHAIN).latency_ms - overhead, 0.0) / (NODE_CHAIN - 1)
     gemm = _gemm(ep, gemm_size).latency_ms
     flops = 2.0 * gemm_size**3 / max(gemm - overhead, 1e-6) * 1e3
     working_sets = [(name, size, size // 2) for name, size in caches.items()]
@@ -109,9 +112,9 @@ def measure_peaks(ep: EPConfig, gemm_size: int = 1024, caches: dict[str, int] | 
         k = int(np.clip(CHAIN_BYTES // moved, 2, 64))
         per_node_ms = max(_chain(ep, elems, k).latency_ms - overhead, 1e-6) / k
         levels.append(BandwidthLevel(name, capacity, moved, moved / per_node_ms * 1e3))
-    peaks = HostPeaks(ep.name, flops, tuple(levels), overhead, time.time())
-    log.info("peaks on %s: %.1f GFLOP/s, bandwidth %s GB/s, %.4f ms per call", ep.name, flops / 1e9,
-             [round(v.bytes_per_s / 1e9, 1) for v in levels], overhead)
+    peaks = HostPeaks(ep.name, flops, tuple(levels), overhead, time.time(), node)
+    log.info("peaks on %s: %.1f GFLOP/s, bandwidth %s GB/s, %.4f ms per call, %.4f ms per node", ep.name, flops / 1e9,
+             [round(v.bytes_per_s / 1e9, 1) for v in levels], overhead, node)
     return peaks
 
 
@@ -119,7 +122,8 @@ def peaks_rows(peaks: HostPeaks, meta: dict[str, Any]) -> list[dict[str, Any]]:
     """The store's `device_peaks` rows of the peaks (one per figure), with the measurement's metadata `meta`."""
     base = {**meta, "measured_at": peaks.measured_at}
     rows = [{**base, "metric": "gemm_flops_per_s", "value": peaks.gemm_flops_per_s},
-            {**base, "metric": "call_overhead_ms", "value": peaks.call_overhead_ms}]
+            {**base, "metric": "call_overhead_ms", "value": peaks.call_overhead_ms},
+            {**base, "metric": "node_overhead_ms", "value": peaks.node_overhead_ms}]
     rows += [{**base, "metric": f"bandwidth_{v.name}", "value": v.bytes_per_s, "capacity_bytes": v.capacity_bytes,
               "working_set_bytes": v.working_set_bytes} for v in peaks.levels]
     return rows
@@ -135,4 +139,5 @@ def peaks_from_rows(device: str, rows: Iterable[Mapping[Any, Any]]) -> HostPeaks
     return HostPeaks(device, float(by["gemm_flops_per_s"]["value"]),
                      tuple(BandwidthLevel(str(r["metric"]).removeprefix("bandwidth_"), int(r["capacity_bytes"] or 0),
                                           int(r["working_set_bytes"] or 0), float(r["value"])) for r in levels),
-                     float(by["call_overhead_ms"]["value"]), float(by["gemm_flops_per_s"]["measured_at"] or 0.0))
+                     float(by["call_overhead_ms"]["value"]), float(by["gemm_flops_per_s"]["measured_at"] or 0.0),
+                     float(by["node_overhead_ms"]["value"]) if "node_overhead_ms" in by else 0.0)

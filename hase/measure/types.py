@@ -87,7 +87,8 @@ class HostPeaks:
     fp32 MatMul's FLOP/s, an Add's bandwidth per memory level (smallest first) and a tiny op's session.run time.
 
     A kernel's roofline time is max(flops / gemm_flops_per_s, bytes / bandwidth at its working set's level) plus
-    `call_overhead_ms` (`hase.predict.roofline`).
+    `call_overhead_ms` (standalone runs), or `node_overhead_ms` (a node inside a model: spans;
+    `hase.predict.roofline`).
     """
 
     device: str
@@ -95,6 +96,7 @@ class HostPeaks:
     levels: tuple[BandwidthLevel, ...]
     call_overhead_ms: float
     measured_at: float = 0.0
+    node_overhead_ms: float = 0.0  # what one more node of a graph costs (a chain of tiny Adds): in-model spans
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able form (what a trained predictor keeps)."""
@@ -107,10 +109,10 @@ class HostPeaks:
             levels = tuple(BandwidthLevel(str(v["name"]), int(v["capacity_bytes"]), int(v["working_set_bytes"]),
                                           float(v["bytes_per_s"])) for v in d["levels"])
             peaks = cls(str(d["device"]), float(d["gemm_flops_per_s"]), levels, float(d["call_overhead_ms"]),
-                        float(d.get("measured_at", 0.0)))
+                        float(d.get("measured_at", 0.0)), float(d.get("node_overhead_ms", 0.0)))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"host peaks are incomplete or mistyped ({exc!r})") from None
-        if not levels or peaks.gemm_flops_per_s <= 0 or peaks.call_overhead_ms < 0 \
+        if not levels or peaks.gemm_flops_per_s <= 0 or min(peaks.call_overhead_ms, peaks.node_overhead_ms) < 0 \
                 or any(v.bytes_per_s <= 0 for v in levels):
             raise ValueError("host peaks need a positive FLOP/s, one or more positive bandwidths and an overhead >= 0")
         return peaks

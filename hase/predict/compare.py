@@ -51,7 +51,7 @@ class ConfigPrediction:
         }
         if est is not None:
             row |= {"latency_ms": est.latency_ms, "interval_ms": [est.low_ms, est.high_ms], "n_kernels": est.n_kernels,
-                    "sum_kernel_ms": est.sum_ms, "n_fallback": len(est.fallback),
+                    "sum_kernel_ms": est.sum_ms, "n_fallback": len(est.fallback), "n_clamped": len(est.clamped),
                     "ratio_to_fastest": est.latency_ms / fastest_ms if fastest_ms else None}
         return row
 

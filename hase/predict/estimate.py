@@ -44,7 +44,8 @@ INTERVAL = (10.0, 90.0)  # percentiles of the trees' spread reported as the inte
 @dataclass(frozen=True)
 class KernelPrediction:
     """One node of ORT's kernel graph: its kernel, the forest that predicted it (`key`, from its own op's
-    forest, its family's or the generic one: `source`) and the predicted time."""
+    forest, its family's or the generic one: `source`) and the predicted time; with the host's peaks, the
+    kernel's roofline time and whether the prediction was clamped to its band ("low", "high"; "" when not)."""
 
     node_name: str
     kernel_id: str
@@ -52,6 +53,8 @@ class KernelPrediction:
     key: str
     source: str
     pred_ms: float
+    roofline_ms: float = float("nan")
+    clamped: str = ""
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,18 @@ class ModelEstimate:
         """Kernels not predicted by their own op's forest (family or generic forest instead)."""
         return [k for k in self.kernels if k.source != SOURCE_OP]
 
+    @property
+    def clamped(self) -> list[KernelPrediction]:
+        """Kernels whose forest's prediction lay outside their family's band around the roofline, clamped to it."""
+        return [k for k in self.kernels if k.clamped]
+
+    def clamp_counts(self) -> list[tuple[str, str, int]]:
+        """(op type, "low" or "high", kernels) of the clamped kernels, sorted by op type and side."""
+        counts: dict[tuple[str, str], int] = {}
+        for k in self.clamped:
+            counts[k.op_type, k.clamped] = counts.get((k.op_type, k.clamped), 0) + 1
+        return [(op, side, n) for (op, side), n in sorted(counts.items())]
+
     def fallback_counts(self) -> list[tuple[str, str, int]]:
         """(op type, source, kernels) of the fallbacks, sorted by op type and source."""
         counts: dict[tuple[str, str], int] = {}
@@ -114,7 +129,7 @@ class ModelEstimate:
 
     def to_dict(self, top: int = 10) -> dict[str, Any]:
         """Everything `hase predict --json` prints for one model."""
-        fb = self.fallback
+        fb, cl = self.fallback, self.clamped
         return {
             "model": self.model, "device": self.device, "target": self.target, "latency_ms": self.latency_ms,
             "interval_ms": [self.low_ms, self.high_ms], "interval": f"p{INTERVAL[0]:g}-p{INTERVAL[1]:g} of the trees",
@@ -122,14 +137,17 @@ class ModelEstimate:
             "by_op": [dataclasses.asdict(t) for t in self.by_op()],
             "top_kernels": [dataclasses.asdict(k) for k in self.top(top)],
             "fallback": [{NODE_NAME: k.node_name, OP_TYPE: k.op_type, KEY: k.key, SOURCE: k.source} for k in fb],
-            "n_fallback": len(fb), "timings_s": self.timings_s,
+            "n_fallback": len(fb),
+            "clamped": [{NODE_NAME: k.node_name, OP_TYPE: k.op_type, KEY: k.key, "side": k.clamped,
+                         "pred_ms": k.pred_ms, "roofline_ms": k.roofline_ms} for k in cl],
+            "n_clamped": len(cl), "timings_s": self.timings_s,
         }
 
 
 @dataclass(frozen=True)
 class Composition:
-    """Per-node predictions of a kernel sequence (`keys`, `sources`, `pred_ms` in node order) and the
-    calibrated total with its interval."""
+    """Per-node predictions of a kernel sequence (`keys`, `sources`, `pred_ms`, `roofline_ms`, `clamped` in node
+    order) and the calibrated total with its interval."""
 
     keys: list[str]
     sources: list[str]
@@ -138,6 +156,8 @@ class Composition:
     latency_ms: float
     low_ms: float
     high_ms: float
+    roofline_ms: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    clamped: list[str] = field(default_factory=list)
 
 
 def compose(specs: Sequence[KernelSpec], predictor: KernelPredictor, calibration: Calibration,
@@ -147,7 +167,8 @@ def compose(specs: Sequence[KernelSpec], predictor: KernelPredictor, calibration
     unique: dict[str, KernelSpec] = {}
     for s in specs:
         unique.setdefault(s.kernel_id, s)  # one kernel_id is one signature: any occurrence will do
-    keys, sources, pred, draws = predictor.predict_routes(list(unique.values()), n_draws)
+    r = predictor.predict_bounded(list(unique.values()), n_draws)
+    keys, sources, pred, draws = r.keys, r.sources, r.pred_ms, r.draws
     position = {kernel_id: i for i, kernel_id in enumerate(unique)}
     rows = np.array([position[s.kernel_id] for s in specs], dtype=int)
     per_node = pred[rows]
@@ -157,7 +178,7 @@ def compose(specs: Sequence[KernelSpec], predictor: KernelPredictor, calibration
     latency = float(calibration.apply(total, n))
     low, high = (float(v) for v in calibration.apply(np.percentile(sums, INTERVAL), n))
     return Composition([keys[i] for i in rows], [sources[i] for i in rows], per_node, total, latency,
-                       min(low, latency), max(high, latency))
+                       min(low, latency), max(high, latency), r.roofline_ms[rows], [r.clamped[i] for i in rows])
 
 
 def estimate_model(path: str | Path, bundle: PredictorBundle, target: str | None = None,
@@ -192,8 +213,10 @@ def estimate_graph(path: str | Path, kg: KernelGraph, bundle: PredictorBundle, t
     t1 = time.perf_counter()
     cal = bundle.calibration(target)
     c = compose([n.spec for n in nodes], bundle.predictors[target], cal)
-    kernels = tuple(KernelPrediction(n.node_name, n.spec.kernel_id, n.spec.op_type, key, source, float(ms))
-                    for n, key, source, ms in zip(nodes, c.keys, c.sources, c.pred_ms, strict=True))
+    kernels = tuple(KernelPrediction(n.node_name, n.spec.kernel_id, n.spec.op_type, key, source, float(ms),
+                                     float(roof), side)
+                    for n, key, source, ms, roof, side in zip(nodes, c.keys, c.sources, c.pred_ms, c.roofline_ms,
+                                                               c.clamped, strict=True))
     t2 = time.perf_counter()
     return ModelEstimate(str(path), bundle.device, target, c.latency_ms, c.low_ms, c.high_ms, c.sum_ms, len(nodes),
                          cal, kernels, {"graph_s": graph_s + t1 - t0, "predict_s": t2 - t1})

@@ -272,6 +272,9 @@ class Manifest:
     targets: Mapping[str, TargetEntry]
     baselines_held_out: Records
     files: Mapping[str, str] = field(default_factory=dict)  # file name -> sha256, filled by `save_bundle`
+    #: the host's peaks the kernels' rooflines come from (`hase.measure.types.HostPeaks.to_dict`); None in
+    #: predictors trained on a store without them (then left out of the JSON, so their digests still match)
+    peaks: Mapping[str, Any] | None = None
     #: the measuring machine's fingerprint (`hase.runtime.host`), its speed signature (`hase.measure.signature`),
     #: the store's noise (`hase.predict.noise`) and, for an adapted predictor, what it was adapted from and how
     #: (`hase.predict.adapt`): None or empty in older predictors, and then left out of the JSON
@@ -299,6 +302,8 @@ class Manifest:
             "baselines_held_out": list(self.baselines_held_out),
             "format": FORMAT, "files": dict(self.files), "security": SECURITY_NOTE,
         }
+        if self.peaks is not None:
+            body["peaks"] = dict(self.peaks)
         optional = {"host": self.host.to_dict() if self.host is not None else None,
                     "signature": dict(self.signature) if self.signature is not None else None,
                     "noise": dict(self.noise) or None, "adaptation": dict(self.adaptation) or None}
@@ -322,10 +327,10 @@ class Manifest:
             _str(d, "evaluation", ""),
             {name: TargetEntry.from_dict(_table(targets, name, "targets"), f"targets.{name}") for name in targets},
             _records(d, "baselines_held_out", ""), _str_map(d, "files", "", str, "text"),
-            host=HostFingerprint.from_dict(_table(d, "host", ""), "predictor manifest 'host'") if "host" in d else None,
-            signature=_table(d, "signature", "") if "signature" in d else None,
-            noise=_table(d, "noise", "") if "noise" in d else {},
-            adaptation=_table(d, "adaptation", "") if "adaptation" in d else {})
+            _table(d, "peaks", "") if "peaks" in d else None,
+            HostFingerprint.from_dict(_table(d, "host", ""), "predictor manifest 'host'") if "host" in d else None,
+            _table(d, "signature", "") if "signature" in d else None,
+            _table(d, "noise", "") if "noise" in d else {}, _table(d, "adaptation", "") if "adaptation" in d else {})
 
 
 def manifest_digest(raw: Mapping[str, Any]) -> str:

@@ -37,11 +37,11 @@ PARAM_TYPES: dict[str, tuple[type, ...]] = {
     "params": (dict, type(None)), "log_target": (bool,), "min_samples": (int,), "tree_scale": (int, float),
     "random_state": (int,), "n_jobs": (int,), "aliases": (dict, type(None)), "base": (bool,),
     "weight_power": (int, float), "tree_mean": (str,), "peaks": (dict, type(None)), "roofline": (bool,),
-    "band_margin": (int, float), "clamp": (bool,)}
+    "band_margin": (int, float), "clamp": (bool,), "overhead": (str,)}
 # parameters added since the first saved predictors: their value when a saved predictor has none (no peaks: no
 # roofline, no band, predictions exactly as before)
 PARAM_DEFAULTS: dict[str, Any] = {"tree_mean": "arithmetic", "peaks": None, "roofline": False, "band_margin": 2.0,
-                                  "clamp": True}
+                                  "clamp": True, "overhead": R.OVERHEAD_CALL}
 TREE_MEANS = ("arithmetic", "geometric")
 
 
@@ -106,6 +106,8 @@ class KernelPredictor:
             `band_margin` each way; None: no roofline, no band (what predictors trained before peaks do).
         roofline: with peaks, the trees correct the roofline time (log(latency / roofline)) instead of the linear
             FLOPs/bytes base.
+        overhead: what the roofline adds to the compute or memory time: a session.run's overhead ("call": standalone
+            kernels) or a node's ("node": spans inside a model).
     """
 
     forests_: dict[str, Member]
@@ -121,7 +123,7 @@ class KernelPredictor:
                  aliases: Mapping[str, str] | None = None, base: bool = True, weight_power: float = 0.0,
                  family_exclude: Sequence[str] = (), tree_mean: str = "arithmetic",
                  peaks: Mapping[str, Any] | None = None, roofline: bool = False, band_margin: float = 2.0,
-                 clamp: bool = True) -> None:
+                 clamp: bool = True, overhead: str = R.OVERHEAD_CALL) -> None:
         if tree_mean not in TREE_MEANS:
             raise HaseError(f"tree_mean {tree_mean!r} is not one of {list(TREE_MEANS)}")
         self.params = params
@@ -139,6 +141,9 @@ class KernelPredictor:
         self.roofline = roofline
         self.band_margin = band_margin
         self.clamp = clamp
+        if overhead not in (R.OVERHEAD_CALL, R.OVERHEAD_NODE):
+            raise HaseError(f"overhead {overhead!r} is not {R.OVERHEAD_CALL!r} or {R.OVERHEAD_NODE!r}")
+        self.overhead = overhead
         self.bands_ = {}
 
     def host_peaks(self) -> HostPeaks | None:
@@ -151,7 +156,7 @@ class KernelPredictor:
         if peaks is None:
             return np.full(len(specs), np.nan)
         costs = [F.extract(s) for s in specs]
-        return R.roofline_ms(peaks, [c["flops"] for c in costs], [c["bytes"] for c in costs])
+        return R.roofline_ms(peaks, [c["flops"] for c in costs], [c["bytes"] for c in costs], self.overhead)
 
     def key_of(self, spec: KernelSpec) -> str:
         """The predictor key of a kernel: `features.kernel_key`, with op-type aliases applied."""
@@ -237,7 +242,7 @@ class KernelPredictor:
         if peaks is None:
             raise HaseError("a roofline forest needs the host's peaks, and this predictor has none: retrain")
         cols = family.column_names
-        return R.roofline_ms(peaks, X[:, cols.index("flops")], X[:, cols.index("bytes")])
+        return R.roofline_ms(peaks, X[:, cols.index("flops")], X[:, cols.index("bytes")], self.overhead)
 
     def _base_ms(self, member: Member, X: NDArray[np.float32], family: F.FeatureFamily) -> NDArray[np.float64]:
         """What the member's trees correct: the roofline time, or its linear base."""

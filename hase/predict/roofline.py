@@ -1,10 +1,12 @@
 """A kernel's roofline time on the host that trained the predictor, and the band its prediction must stay in.
 
-    roofline_ms = max(flops / peak FLOP/s, bytes / bandwidth at the working set's level) + per-call overhead
+    roofline_ms = max(flops / peak FLOP/s, bytes / bandwidth at the working set's level) + overhead
 
 with the host's peaks measured by `collect` (`hase.measure.peaks`) and FLOPs and bytes from the kernel's own
-feature family (its `flops` and `bytes` columns). No kernel runs faster than its roofline by much, and none of a
-family runs slower than that family's slowest training kernel did by much, so a prediction is clamped to
+feature family (its `flops` and `bytes` columns); the overhead is a session.run's for standalone kernels (the
+warm and cold targets) and one node's inside a model for spans. No kernel runs faster than its roofline by much,
+and none of a family runs slower than that family's slowest training kernel did by much, so a prediction is
+clamped to
 [lo · roofline, hi · roofline], lo and hi being the family's lowest and highest measured/roofline ratios in the
 training data widened by a margin (`fit_bands`). A kernel far outside the training range (a 7×7 pooler over
 1280×7×7 that a forest leaf says takes 115 ms) keeps the right order of magnitude, and every clamp is counted.
@@ -23,6 +25,7 @@ from hase.measure.types import HostPeaks
 
 ALL = "*"  # the band of every training kernel: what a family with no training kernel gets
 CLAMP_LOW, CLAMP_HIGH = "low", "high"
+OVERHEAD_CALL, OVERHEAD_NODE = "call", "node"  # which overhead a roofline adds: a session.run's, or a node's
 
 
 def bandwidth(peaks: HostPeaks, working_set_bytes: ArrayLike) -> NDArray[np.float64]:
@@ -34,13 +37,15 @@ def bandwidth(peaks: HostPeaks, working_set_bytes: ArrayLike) -> NDArray[np.floa
     return np.asarray(bw[np.minimum(idx, len(bw) - 1)], dtype=np.float64)
 
 
-def roofline_ms(peaks: HostPeaks, flops: ArrayLike, nbytes: ArrayLike) -> NDArray[np.float64]:
-    """max(flops / peak FLOP/s, bytes / bandwidth at their level) + per-call overhead, in ms, per kernel."""
+def roofline_ms(peaks: HostPeaks, flops: ArrayLike, nbytes: ArrayLike, overhead: str = "call") -> NDArray[np.float64]:
+    """max(flops / peak FLOP/s, bytes / bandwidth at their level) + overhead, in ms, per kernel: the per-call
+    overhead ("call": standalone kernels) or the per-node one ("node": spans inside a model)."""
     f = np.maximum(np.asarray(flops, dtype=np.float64), 0.0)
     b = np.maximum(np.asarray(nbytes, dtype=np.float64), 0.0)
     compute = f / peaks.gemm_flops_per_s
     memory = b / bandwidth(peaks, b)
-    return np.asarray(np.maximum(compute, memory) * 1e3 + peaks.call_overhead_ms, dtype=np.float64)
+    extra = peaks.node_overhead_ms if overhead == OVERHEAD_NODE else peaks.call_overhead_ms
+    return np.asarray(np.maximum(compute, memory) * 1e3 + extra, dtype=np.float64)
 
 
 def fit_bands(families: Sequence[str], ratios: ArrayLike, margin: float) -> dict[str, tuple[float, float]]:

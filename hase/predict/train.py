@@ -21,6 +21,7 @@ import pandas as pd
 
 from hase.errors import HaseError
 from hase.files import load_toml
+from hase.measure.types import HostPeaks
 from hase.predict import baselines as B
 from hase.predict import busy as BZ
 from hase.predict import crossval as CV
@@ -65,15 +66,21 @@ class TrainConfig:
     busy_weight: float = 0.2
     family_exclude: tuple[str, ...] = ()
     tree_mean: str = "arithmetic"
+    roofline: bool = False
+    clamp: bool = True
+    band_margin: float = 2.0
     forest: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
-    def predictor(self, cv: bool) -> KernelPredictor:
-        """A fresh, unfitted predictor with these settings (smaller forests inside cross-validation)."""
+    def predictor(self, cv: bool, peaks: HostPeaks | None = None, target: str = "warm") -> KernelPredictor:
+        """A fresh, unfitted predictor with these settings (smaller forests inside cross-validation); with the
+        host's `peaks`, its kernels have a roofline and (with `clamp`) a band (`hase.predict.roofline`), whose
+        overhead is a node's for the span target and a session.run's for the standalone ones."""
         return KernelPredictor(self.forest, self.log_target, self.min_samples,
                                self.cv_tree_scale if cv else self.tree_scale, self.random_state, self.n_jobs,
                                self.aliases, self.base, self.weight_power, self.family_exclude,
-                               self.tree_mean)
+                               self.tree_mean, peaks.to_dict() if peaks is not None else None, self.roofline,
+                               self.band_margin, self.clamp, "node" if target == "span" else "call")
 
     def busy_policy(self) -> BZ.BusyPolicy:
         """What training does with rows measured on a busy host or noisy (`hase.predict.busy`)."""
@@ -112,6 +119,7 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
 # value checks of the config, before any training: name -> (accepted types, lowest, highest)
 _TRAINING_VALUES: dict[str, tuple[tuple[type, ...], float, float]] = {
     "log_target": ((bool,), 0, 1), "base": ((bool,), 0, 1), "min_samples": ((int,), 1, 1e9),
+    "roofline": ((bool,), 0, 1), "clamp": ((bool,), 0, 1), "band_margin": ((int, float), 1, 1e6),
     "random_state": ((int,), 0, 2**32 - 1), "n_jobs": ((int,), -1, 4096), "cv_tree_scale": ((int, float), 1e-3, 100),
     "tree_scale": ((int, float), 1e-3, 100), "weight_power": ((int, float), 0, 10),
     "busy_weight": ((int, float), 1e-3, 1)}
@@ -213,7 +221,10 @@ def _cross_validate(data: D.DeviceData, cfg: TrainConfig,
     """Leave-family-out model rows and unseen-kernel rows of every target, each concatenated."""
     models, kernels = [], []
     for target in cfg.targets:
-        m, k = CV.leave_family_out(data, target, lambda: cfg.predictor(cv=True), cfg.calibrate_on, progress,
+        def make(t: str = target) -> KernelPredictor:
+            return cfg.predictor(True, data.peaks, t)
+
+        m, k = CV.leave_family_out(data, target, make, cfg.calibrate_on, progress,
                                    cfg.busy_policy())
         models.append(m)
         kernels.append(k)
@@ -224,8 +235,8 @@ def _final(data: D.DeviceData, target: str, cfg: TrainConfig,
            candidate: str) -> tuple[KernelPredictor, Calibration, pd.DataFrame]:
     """The predictor on all families, its calibration `candidate` (form/fitter) and the calibration's fit data."""
     form, _, fitter = candidate.partition("/")
-    pred = CV.fit_predictor(data, target, list(data.models[D.MODEL_ID]), lambda: cfg.predictor(cv=False),
-                            cfg.busy_policy())  # the sampled blocks' kernels too
+    pred = CV.fit_predictor(data, target, list(data.models[D.MODEL_ID]),  # the sampled blocks' kernels too
+                            lambda: cfg.predictor(False, data.peaks, target), cfg.busy_policy())
     ids = CV.scored_ids(data, data.models[D.MODEL_ID])  # calibration: models users run, not one-kernel blocks
     sums = CV.calibration_sums(data, target, pred, ids, cfg.calibrate_on)
     m = data.models.set_index(D.MODEL_ID).loc[ids]
@@ -271,7 +282,8 @@ def _manifest(data: D.DeviceData, store_path: str | Path, cfg: TrainConfig, defa
         training_data=TrainingData(str(store_path), len(data.models), tuple(data.families), len(data.kernels),
                                    len(data.nodes), busy),
         config=dataclasses.asdict(cfg), evaluation=EVALUATION, targets=dict(entries),
-        baselines_held_out=_records(B.baseline_scores(baselines)), **_provenance(store_path, data.device))
+        baselines_held_out=_records(B.baseline_scores(baselines)),
+        peaks=data.peaks.to_dict() if data.peaks is not None else None, **_provenance(store_path, data.device))
 
 
 def _provenance(store_path: str | Path, device: str) -> dict[str, Any]:

@@ -1,0 +1,138 @@
+"""Kernels predicted within physics: the host's peaks (`hase.measure.peaks`), the roofline and the band
+(`hase.predict.roofline`), clamps counted by `KernelPredictor` and reported by `hase predict`."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from tiny_store import TINY_CONFIG, build_tiny_store, train_tiny
+
+from hase.cli import main
+from hase.kernels.types import KernelSpec, TensorSpec
+from hase.measure.peaks import measure_peaks, peaks_from_rows, peaks_rows
+from hase.measure.types import BandwidthLevel, HostPeaks
+from hase.predict import dataset as D
+from hase.predict import roofline as R
+from hase.predict.bundle import load_bundle, read_manifest
+from hase.predict.estimate import estimate_model
+from hase.predict.predictor import KernelPredictor
+from hase.predict.train import load_train_config
+from hase.runtime.types import EPConfig
+
+PEAKS = HostPeaks("cpu-1t", 1e11, (BandwidthLevel("L1", 32 << 10, 16 << 10, 2e11),
+                                   BandwidthLevel("L2", 1 << 20, 512 << 10, 1e11),
+                                   BandwidthLevel("DRAM", 0, 64 << 20, 1e10)), 0.01)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    root = tmp_path_factory.getbasetemp() / "hase_tiny"
+    root.mkdir(exist_ok=True)
+    build_tiny_store(root)
+    train_tiny(root)
+    return root
+
+
+def test_roofline_is_compute_or_memory_bound_at_the_working_sets_level():
+    # 1 GFLOP over 1 kB: compute bound, 10 ms; 1 kFLOP over 100 MB: DRAM bound, 10 ms; 16 kB: L1, 0.08 us
+    roof = R.roofline_ms(PEAKS, [1e9, 1e3, 0.0], [1e3, 1e8, 16e3])
+    assert roof == pytest.approx([10.0 + 0.01, 10.0 + 0.01, 16e3 / 2e11 * 1e3 + 0.01])
+    assert list(R.bandwidth(PEAKS, [1, 32 << 10, (32 << 10) + 1, 1 << 30])) == [2e11, 2e11, 1e11, 1e10]
+
+
+def test_bands_widen_the_observed_ratios_and_clamp_counts():
+    bands = R.fit_bands(["pool", "pool", "conv"], [0.5, 4.0, 2.0], margin=2.0)
+    assert bands == {"*": (0.25, 8.0), "pool": (0.25, 8.0), "conv": (1.0, 4.0)}
+    low, high = R.band_ms(np.array([1.0, 1.0, 1.0]), ["pool", "conv", "matmul"], bands)  # matmul: no band, '*'
+    pred, flags = R.clamp(np.array([100.0, 0.5, 3.0]), low, high)
+    assert list(pred) == [8.0, 1.0, 3.0] and flags == ["high", "low", ""]
+
+
+def test_peaks_are_measured_on_real_sessions_and_round_trip_the_store_rows():
+    peaks = measure_peaks(EPConfig(name="cpu-1t"), gemm_size=256, caches={"L1": 32 << 10, "L2": 256 << 10,
+                                                                          "L3": 2 << 20})
+    assert peaks.gemm_flops_per_s > 0 and peaks.call_overhead_ms > 0
+    assert [v.name for v in peaks.levels] == ["L1", "L2", "L3", "DRAM"] and all(v.bytes_per_s > 0 for v in peaks.levels)
+    rows = peaks_rows(peaks, {"device": "cpu-1t"})
+    assert peaks_from_rows("cpu-1t", rows) == peaks and peaks_from_rows("cpu-mt", rows) is None
+    assert HostPeaks.from_dict(json.loads(json.dumps(peaks.to_dict()))) == peaks
+
+
+def test_collect_stores_the_peaks_and_training_keeps_them(tiny):
+    data = D.load_device_data(tiny / "tiny.sqlite", "cpu-1t")
+    assert data.peaks is not None and data.peaks.gemm_flops_per_s > 0
+    manifest = read_manifest(tiny / "predictors" / "cpu-1t")
+    assert manifest.peaks is not None and HostPeaks.from_dict(manifest.peaks) == data.peaks
+    pred = load_bundle(tiny / "predictors" / "cpu-1t").predictors["span"]
+    assert pred.host_peaks() == data.peaks and R.ALL in pred.bands_
+
+
+def test_in_range_kernels_are_never_clamped(tiny):
+    """Every training kernel's prediction is the same with and without the band: clamping touches none of them."""
+    data = D.load_device_data(tiny / "tiny.sqlite", "cpu-1t")
+    cfg = load_train_config(tiny / "tiny.toml")
+    y = D.kernel_targets(data, "span")
+    specs = [data.specs[k] for k in y.index]
+    bounded = cfg.predictor(False, data.peaks, "span").fit(specs, y.to_numpy()).predict_bounded(specs)
+    free = cfg.predictor(False, None, "span").fit(specs, y.to_numpy()).predict_bounded(specs)
+    assert set(bounded.clamped) == {""} and np.array_equal(bounded.pred_ms, free.pred_ms)
+    assert np.isnan(free.roofline_ms).all() and (bounded.roofline_ms > 0).all()
+
+
+def test_roofline_forests_predict_and_save(tiny, tmp_path):
+    """With `roofline = true` the trees correct the roofline time; the predictor saves, loads and predicts alike."""
+    data = D.load_device_data(tiny / "tiny.sqlite", "cpu-1t")
+    (tmp_path / "r.toml").write_text(TINY_CONFIG.replace("[training]", "[training]\nroofline = true"))
+    y = D.kernel_targets(data, "warm")
+    specs = [data.specs[k] for k in y.index]
+    pred = load_train_config(tmp_path / "r.toml").predictor(False, data.peaks).fit(specs, y.to_numpy())
+    assert all(m.roofline for m in pred.forests_.values())
+    back = KernelPredictor.from_arrays(*pred.to_arrays())
+    assert np.array_equal(back.predict(specs), pred.predict(specs))
+    assert np.median(np.abs(pred.predict(specs) / y.to_numpy() - 1)) < 0.5
+
+
+def huge_pool_model(path: Path) -> Path:
+    """An AveragePool 3x3 over 1x64x512x512: 64 MB in, far beyond any kernel of the tiny store."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 512, 512])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 512, 512])
+    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], name="pool")
+    m = helper.make_model(helper.make_graph([node], "pool", [x], [y]), opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    return path
+
+
+def test_a_kernel_far_outside_the_training_range_is_bounded_and_counted(tiny, tmp_path, capsys):
+    path = huge_pool_model(tmp_path / "pool.onnx")
+    bundle = load_bundle(tiny / "predictors" / "cpu-1t")
+    est = estimate_model(path, bundle)
+    (k,) = [k for k in est.kernels if k.op_type == "AveragePool"]
+    lo, hi = R.band_ms(np.array([k.roofline_ms]), ["pool"], bundle.predictors[est.target].bands_)
+    assert lo[0] * (1 - 1e-9) <= k.pred_ms <= hi[0] * (1 + 1e-9)
+    assert k in est.clamped and ("AveragePool", k.clamped, 1) in est.clamp_counts()
+    d = est.to_dict()
+    assert d["n_clamped"] == len(est.clamped) and {"op_type": "AveragePool", "side": k.clamped}.items() <= next(
+        c for c in d["clamped"] if c["op_type"] == "AveragePool").items()
+    assert main(["predict", str(path), "--predictors", str(tiny / "predictors"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["n_clamped"] >= 1 and "AveragePool" in {c["op_type"] for c in out["clamped"]}
+    assert main(["predict", str(path), "--predictors", str(tiny / "predictors")]) == 0
+    assert "clamped to the physical band" in capsys.readouterr().out
+
+
+def test_a_predictor_without_peaks_predicts_as_before():
+    """The shipped predictors were trained before peaks: they load, have no band, and clamp nothing."""
+    bundle = load_bundle(Path(__file__).parents[2] / "hase" / "predictors" / "cpu-1t")
+    assert bundle.manifest.peaks is None
+    pred = bundle.predictors[bundle.default_target]
+    assert pred.peaks is None and not pred.bands_
+    spec = KernelSpec("pool7", "AveragePool", "", (("kernel_shape", [7, 7]),),
+                      (TensorSpec("x", (1, 1280, 7, 7), "float32"),), (TensorSpec("y", (1, 1280, 1, 1), "float32"),))
+    r = pred.predict_bounded([spec])
+    assert r.clamped == [""] and np.isnan(r.roofline_ms).all()
+    assert np.array_equal(r.pred_ms, pred.predict_routes([spec])[2])
