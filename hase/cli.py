@@ -7,7 +7,9 @@ parser and sets `func` to a `run(args) -> int`; options several commands share (
 Exit codes: 0 done; 2 bad input or environment — a bad option, a HaseError, or an OSError (permission denied,
 read-only or full disk, a file where a directory belongs), MemoryError, UnicodeDecodeError or SQLite error —
 always one line on stderr, never a traceback; 1 an internal error (a bug: rerun with -v for the traceback);
-130 interrupted (Ctrl-C or SIGTERM; what was committed is kept).
+130 interrupted (Ctrl-C or SIGTERM; what was committed is kept); 141 stdout's reader went away
+(`hase predict models/ | head -1`): the output stops there without a word, as `cat` or `seq` do when SIGPIPE ends
+them (128 + SIGPIPE; Python ignores the signal, so Hase ends quietly itself).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import ctypes
 import importlib
 import logging
 import os
+import select
 import signal
 import sqlite3
 import sys
@@ -33,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover - sqlite3 loads with the commands that use
 
 COMMANDS = ("zoo", "split", "collect", "profile", "train", "predict", "predictors", "evaluate", "pipeline")
 
-EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
 
 log = logging.getLogger("hase")
 
@@ -93,15 +96,42 @@ def console() -> NoReturn:
     if quick:
         _keep_freed_memory()
     code = main(argv)
+    try:
+        sys.stdout.flush()  # what is still buffered: its reader may be gone by now
+    except BrokenPipeError:
+        code = _stdout_closed()
     if quick:
         try:
             logging.shutdown()
-            sys.stdout.flush()
             sys.stderr.flush()
         except (OSError, ValueError):  # a closed or broken stream: let the interpreter report it as it always has
             sys.exit(code)
         os._exit(code)
     sys.exit(code)
+
+
+def _stdout_closed() -> int:
+    """Stdout's reader closed the pipe: nothing more goes there (the interpreter's last flush included), and the
+    exit code says so without a message."""
+    with contextlib.suppress(AttributeError, ValueError, OSError):  # no file descriptor (tests): nothing to silence
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return EXIT_BROKEN_PIPE
+
+
+def _is_stdout_pipe_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll reports an error on its write end): a BrokenPipeError
+    from anywhere else (a child process's pipe) is an error to report."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):
+        return False
+    if not hasattr(select, "poll"):  # pragma: no cover - Windows: stdout is the only pipe a command writes
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
 
 
 # glibc's mallopt parameters (malloc.h): M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD
@@ -131,6 +161,8 @@ def _run(args: argparse.Namespace) -> int:
         print("hase: interrupted; everything committed so far is kept — rerun to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:
+        if isinstance(exc, BrokenPipeError) and _is_stdout_pipe_closed():
+            return _stdout_closed()
         message = user_error(exc)
         if message is None:  # a bug, not bad input: one line unless -v asks for the traceback
             if args.verbose:

@@ -19,10 +19,17 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.table import Table
 
 from hase import paths
-from hase.commands.common import add_device_arg, add_ep_arg, add_store_arg, add_threads_arg, stderr_console
+from hase.commands.common import (
+    add_device_arg,
+    add_ep_arg,
+    add_store_arg,
+    add_threads_arg,
+    stderr_console,
+    stdout_console,
+    titled_table,
+)
 from hase.errors import HaseError
 from hase.measure import collect as coll
 from hase.measure import fleet
@@ -227,14 +234,14 @@ def fleet_progress(console: Console, models: int) -> Iterator[OnEvent]:
 
 def print_workers(report: coll.CollectReport) -> None:
     """A fleet run's summary per worker, then its dispatch figures and the jobs lost or refused."""
-    table = Table(title="per worker")
+    table = titled_table("per worker")
     for col in ("worker", "device configs", "done", "skipped", "lost", "refused", "measuring (s)", "share of wall"):
         table.add_column(col, justify="left" if col in ("worker", "device configs") else "right")
     for label, w in report.workers.items():
         share = w.busy_s / report.wall_s if report.wall_s else 0.0
         table.add_row(escape(label), escape(", ".join(w.devices)), str(w.jobs_done), str(w.jobs_skipped),
                       str(w.jobs_lost), str(w.jobs_refused), f"{w.busy_s:.1f}", f"{share:.0%}")
-    console = Console()
+    console = stdout_console()
     console.print(table)
     if report.dispatch_gaps_s:
         console.print(f"dispatch: a worker waited {statistics.median(report.dispatch_gaps_s) * 1e3:.1f} ms "
@@ -248,7 +255,7 @@ def print_workers(report: coll.CollectReport) -> None:
 
 def print_summary(report: coll.CollectReport, counts: dict[str, int], store_path: str) -> None:
     """The run's figures and the store's totals as a table, then the first skipped targets."""
-    table = Table(title=f"collect finished -> {escape(str(store_path))}")
+    table = titled_table(f"collect finished -> {escape(str(store_path))}")
     table.add_column("figure")
     table.add_column("value", justify="right")
     share = report.timed_s / report.wall_s if report.wall_s else 0.0
@@ -268,11 +275,11 @@ def print_summary(report: coll.CollectReport, counts: dict[str, int], store_path
     ]
     for k, v in rows:
         table.add_row(k, str(v))
-    Console().print(table)
+    stdout_console().print(table)
     for line in noise_lines(report):
-        Console().print(f"[yellow]{escape(line)}[/]")
+        stdout_console().print(f"[yellow]{escape(line)}[/]")
     for target, reason in report.skips[:20]:
-        Console().print(f"[yellow]skipped[/] {escape(target)}: {escape(reason)}")
+        stdout_console().print(f"[yellow]skipped[/] {escape(target)}: {escape(reason)}")
 
 
 def noise_rows(report: coll.CollectReport) -> list[tuple[str, str]]:

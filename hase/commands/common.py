@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.table import Table
+from rich.text import Text
 
 from hase import paths
 from hase.kernels.graph import resolve_input_shapes
@@ -15,6 +18,10 @@ from hase.runtime.types import EP_PROVIDERS, OPT_LEVELS
 
 if TYPE_CHECKING:  # pragma: no cover - rich loads when a command shows progress
     from rich.console import Console
+
+#: the width of a command's output where stdout is not a terminal (a pipe, a file): wide enough that no table column
+#: is cut (`sta…`) and no line wrapped (rich's default there is 80 columns); tables stay as wide as their cells
+PIPE_WIDTH = 10_000
 
 DEFAULT_OPT_LEVEL = "all"  # ONNX Runtime's own default: what a user's session runs
 EPS = tuple(EP_PROVIDERS)  # execution providers a command can measure on: cpu, cuda
@@ -97,6 +104,37 @@ def add_ep_args(parser: argparse.ArgumentParser, *, threads: bool = True) -> Non
 def add_json_arg(parser: argparse.ArgumentParser, help: str = "print JSON instead of tables") -> None:
     """`--json`: machine-readable output on stdout (logs go to stderr)."""
     parser.add_argument("--json", action="store_true", help=help)
+
+
+class _StdoutConsole(Console):
+    """A stdout console whose closed pipe (`hase predict ... | head -1`) raises BrokenPipeError for the CLI to end
+    quietly (`hase.cli`), where rich's own would exit 1 without a word."""
+
+    def on_broken_pipe(self) -> None:
+        """Print nothing more on this console, and tell the caller that stdout's reader is gone."""
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "stdout's reader closed the pipe")
+
+
+def stdout_console(*, highlight: bool = True, soft_wrap: bool = False) -> Console:
+    """The console a command prints its results on: a terminal's own width, or `PIPE_WIDTH` where stdout is a pipe
+    or a file, so `hase predict models/ | grep resnet` sees every cell whole."""
+    console = _StdoutConsole(highlight=highlight, soft_wrap=soft_wrap)
+    if console.is_terminal:
+        return console
+    return _StdoutConsole(highlight=highlight, soft_wrap=soft_wrap, width=PIPE_WIDTH)
+
+
+def titled_table(title: str, **kwargs: Any) -> Table:
+    """A rich Table at least as wide as its title (rich markup), so that a title holding a path or a model's name is
+    never wrapped over lines that break wherever that name's length puts them."""
+    return Table(title=title, min_width=Text.from_markup(title).cell_len, **kwargs)
+
+
+def plural(n: int, noun: str) -> str:
+    """A count and its noun, singular for one: `plural(1, "kernel")` is "1 kernel", `plural(3, "kernel")` is
+    "3 kernels"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def stderr_console() -> Console:

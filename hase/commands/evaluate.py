@@ -8,8 +8,6 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-
 from hase import paths
 from hase.commands.common import (
     add_device_arg,
@@ -18,6 +16,7 @@ from hase.commands.common import (
     add_store_arg,
     add_target_arg,
     stderr_console,
+    stdout_console,
 )
 from hase.errors import HaseError
 from hase.evaluate.devset import evaluate_devset, list_models
@@ -85,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
             head["devset"] = dev.scores.to_dict("records")
         print(json.dumps(head, indent=1, default=str))
         return 0
-    c = Console()
+    c = stdout_console()
     lines = (headline_lines(ev) if ev is not None else
              [f"- no store at {args.store}: the report has the real exported models only"])
     for line in lines + (devset_lines(dev) if dev is not None else []):

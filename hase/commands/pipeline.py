@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from hase import paths
-from hase.commands.common import add_json_arg, add_predictors_arg
+from hase.commands.common import add_json_arg, add_predictors_arg, stdout_console
 from hase.errors import HaseError
 from hase.files import check_output_dir, check_output_file, removed_on_error
 from hase.pipeline.config import load_pipeline_config, simulation_spec
@@ -125,7 +125,7 @@ def _profile(spec: PipelineSpec, batches: int, warmup: int, args: argparse.Names
     if args.json:
         print(json.dumps(session.to_dict(), indent=2, default=str))
     else:
-        console = Console()
+        console = stdout_console()
         print_summary(session.summary, console)
         if session.comparison is not None:
             console.print(_table(f"predicted ({escape(args.predict)}) vs measured", session.comparison,

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from hase import paths
 from hase.commands.common import (
@@ -20,6 +19,9 @@ from hase.commands.common import (
     add_json_arg,
     add_predictors_arg,
     add_target_arg,
+    plural,
+    stdout_console,
+    titled_table,
 )
 from hase.errors import HaseError
 from hase.kernels.shapes import parse_free_dims, parse_input_shapes
@@ -169,7 +171,8 @@ def run_compare(args: argparse.Namespace) -> int:
         for r in results:
             print_comparison(r)
         if len(results) > 1:
-            Console(highlight=False).print(f"{len(results)} models compared in {time.perf_counter() - t0:.1f} s")
+            stdout_console(highlight=False).print(f"{plural(len(results), 'model')} compared in "
+                                                  f"{time.perf_counter() - t0:.1f} s")
     return 2 if failed else 0
 
 
@@ -177,8 +180,8 @@ def print_comparison(comp: Comparison) -> None:
     """One table per model, fastest configuration first (* marks a predictor whose machine differs from this host),
     then the one-sentence verdict and the host differences."""
 
-    c = Console(highlight=False, soft_wrap=True)
-    t = Table(title=f"{escape(comp.model)}: predicted latency per configuration", box=box.SIMPLE_HEAD, pad_edge=False,
+    c = stdout_console(highlight=False, soft_wrap=True)
+    t = titled_table(f"{escape(comp.model)}: predicted latency per configuration", box=box.SIMPLE_HEAD, pad_edge=False,
               padding=(0, 1, 0, 0))
     for col in ("config", "opt", "thr", "kernels", "ms", "p10–p90", "±10 %", "RMSPE", "×"):
         t.add_column(col, justify="left" if col in ("config", "opt") else "right")
@@ -225,7 +228,7 @@ def print_predictor(used: UsedPredictor) -> None:
     """The predictor every figure below comes from: what it is, where it was found, how good it was held out."""
 
 
-    Console(highlight=False, soft_wrap=True).print(f"predictor {describe(used.identity)}", markup=False)
+    stdout_console(highlight=False, soft_wrap=True).print(f"predictor {describe(used.identity)}", markup=False)
 
 
 def warn_host(used: UsedPredictor) -> None:
@@ -241,22 +244,22 @@ def warn_host(used: UsedPredictor) -> None:
 def print_one(est: ModelEstimate, top: int, held_out: Scores) -> None:
     """One model: latency and interval, sum and calibration, per-op totals, top kernels, fallbacks."""
 
-    c = Console()
+    c = stdout_console()
     cal = est.calibration
-    c.print(f"[bold]{escape(est.model)}[/] on [bold]{escape(est.device)}[/] ({est.n_kernels} kernels, "
+    c.print(f"[bold]{escape(est.model)}[/] on [bold]{escape(est.device)}[/] ({plural(est.n_kernels, 'kernel')}, "
             f"target {escape(est.target)})")
     c.print(f"predicted latency [bold]{est.latency_ms:.3f} ms[/]  (p10–p90 of the trees: {est.low_ms:.3f} – "
             f"{est.high_ms:.3f} ms)")
     c.print(f"Σ kernel {est.sum_ms:.3f} ms; calibration {escape(cal.name)}: α={cal.alpha:.4f}, β={cal.beta:.4f} ms, "
             f"γ={cal.gamma * 1e3:.2f} µs/kernel; held-out accuracy of this predictor: ±10 % {held_out.acc10:.0%}, "
             f"RMSPE {held_out.rmspe:.1f} %")
-    ops = Table(title="per op type")
+    ops = titled_table("per op type")
     for col in ("op type", "kernels", "Σ ms", "share"):
         ops.add_column(col, justify="left" if col == "op type" else "right")
     for r in est.by_op():
         ops.add_row(escape(str(r.op_type)), str(r.n), f"{r.pred_ms:.3f}", f"{r.share:.0%}")
     c.print(ops)
-    tk = Table(title=f"top {top} kernels by predicted time")
+    tk = titled_table(f"top {top} kernels by predicted time")
     for col in ("node", "op type", "ms", "predictor"):
         tk.add_column(col, justify="right" if col == "ms" else "left")
     for k in est.top(top):
@@ -265,7 +268,7 @@ def print_one(est: ModelEstimate, top: int, held_out: Scores) -> None:
     c.print(tk)
     fb = est.fallback
     if fb:
-        c.print(f"[yellow]{len(fb)} kernels used a fallback forest[/] (no forest of their own): "
+        c.print(f"[yellow]{plural(len(fb), 'kernel')} used a fallback forest[/] (no forest of their own): "
                 + escape(", ".join(f"{op} x{n} -> {source}" for op, source, n in est.fallback_counts())))
     else:
         c.print("every kernel was predicted by its own op type's forest")
@@ -275,8 +278,8 @@ def print_batch(results: Sequence[ModelResult], wall_s: float) -> None:
     """One row per model (failures included, with their reason)."""
 
 
-    c = Console()
-    t = Table(title=f"{len(results)} models predicted in {wall_s:.1f} s")
+    c = stdout_console()
+    t = titled_table(f"{plural(len(results), 'model')} predicted in {wall_s:.1f} s")
     for col in ("model", "kernels", "Σ kernel ms", "predicted ms", "p10–p90 ms", "fallback"):
         t.add_column(col, justify="left" if col == "model" else "right")
     for r in results:
@@ -292,7 +295,7 @@ def print_check(check: PredictionCheck) -> None:
     """Predicted vs measured (the robust statistic, its spread, the error) and the top kernels vs in-model time."""
 
 
-    c = Console(highlight=False)
+    c = stdout_console(highlight=False)
     m, ep = check.measured, check.ep
     c.print(f"measured here: [bold]{m.latency_ms:.3f} ms[/] ({m.statistic}: {len(m.block_medians_ms)} blocks, "
             f"{m.n_runs} runs after {m.warmup} warm-up, IOBinding; all runs p10 {m.p10_ms:.3f} / median "
@@ -308,7 +311,7 @@ def print_check(check: PredictionCheck) -> None:
                 f"machine or with more --blocks")
     else:
         c.print(f"block medians {medians} ms (spread {m.spread:.1%}, within the {m.noise_bound:.0%} bound)")
-    t = Table(title=f"top {len(check.kernels)} kernels: predicted vs in-model (ORT kernel_time, profiled run)")
+    t = titled_table(f"top {len(check.kernels)} kernels: predicted vs in-model (ORT kernel_time, profiled run)")
     for col in ("node", "op type", "predicted ms", "in-model ms", "error"):
         t.add_column(col, justify="left" if col in ("node", "op type") else "right")
     for k in check.kernels:
@@ -327,8 +330,8 @@ def print_check_batch(results: Sequence[ModelResult | PredictionCheck], wall_s: 
     """One row per model: predicted, measured (with its spread) and the error; failures with their reason."""
     from hase.evaluate.measured import PredictionCheck  # noqa: PLC0415 - only --measure prints checks (pandas)
 
-    c = Console(highlight=False)
-    t = Table(title=f"{len(results)} models predicted and measured in {wall_s:.1f} s")
+    c = stdout_console(highlight=False)
+    t = titled_table(f"{plural(len(results), 'model')} predicted and measured in {wall_s:.1f} s")
     for col in ("model", "kernels", "predicted ms", "measured ms", "p10–p90 ms", "error", "host"):
         t.add_column(col, justify="left" if col in ("model", "host") else "right")
     checks = [r for r in results if isinstance(r, PredictionCheck)]

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from hase import paths
-from hase.commands.common import add_json_arg, add_predictors_arg
+from hase.commands.common import add_json_arg, add_predictors_arg, stdout_console
 from hase.predict.identity import installed, threads_text
 from hase.predict.locate import search_roots
 
@@ -55,7 +55,7 @@ def print_predictors(found: Sequence[InstalledPredictor], roots: Sequence[str]) 
     """One block per predictor, in lookup order: where it lives, what it was trained on and for, how good it
     was on held-out families, and how this host differs (or why it cannot be used)."""
 
-    c = Console(highlight=False, soft_wrap=True)  # long paths and CPU names stay on one line in logs
+    c = stdout_console(highlight=False, soft_wrap=True)  # long paths and CPU names stay on one line in logs
     c.print(f"searched, in this order: {'; '.join(roots)}", markup=False)
     for p in found:
         ident = p.identity

@@ -25,7 +25,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from hase.commands.common import add_ep_args, add_input_shape_arg, add_json_arg, input_shapes
+from hase.commands.common import add_ep_args, add_input_shape_arg, add_json_arg, input_shapes, stdout_console
 from hase.errors import HaseError
 from hase.files import check_output_dir, check_output_file
 from hase.profiling import decompose as P
@@ -138,7 +138,7 @@ def _analyze_and_report(args: argparse.Namespace, events: pd.DataFrame, profile_
     if args.json:
         print(json.dumps(_report(analysis, profile_path, out_trace, wall, context), allow_nan=False))
     else:
-        _print(Console(), analysis, profile_path, out_trace, wall, context)
+        _print(stdout_console(), analysis, profile_path, out_trace, wall, context)
 
 
 def _profile(args: argparse.Namespace, folder: Path) -> ProfileResult:

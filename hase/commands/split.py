@@ -6,11 +6,17 @@ import argparse
 import json
 from pathlib import Path
 
-from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from hase.commands.common import add_ep_args, add_input_shape_arg, add_json_arg, input_shapes
+from hase.commands.common import (
+    add_ep_args,
+    add_input_shape_arg,
+    add_json_arg,
+    input_shapes,
+    plural,
+    stdout_console,
+    titled_table,
+)
 from hase.files import check_output_dir, removed_on_error
 from hase.kernels.split import split_to_dir
 from hase.runtime.types import EPConfig
@@ -42,13 +48,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result))
         return 0
-    table = Table(title=f"{escape(Path(args.model).name)}: {result['n_nodes']} kernel nodes, "
-                        f"{result['n_unique']} unique kernels -> {escape(str(out))}")
+    table = titled_table(f"{escape(Path(args.model).name)}: {plural(result['n_nodes'], 'kernel node')}, "
+                        f"{plural(result['n_unique'], 'unique kernel')} -> {escape(str(out))}")
     for col in ("op type", "nodes", "unique"):
         table.add_column(col, justify="right" if col != "op type" else "left")
     for op, (n, u) in sorted(result["by_op"].items(), key=lambda kv: -kv[1][0]):
         table.add_row(escape(op), str(n), str(u))
-    console = Console()
+    console = stdout_console()
     console.print(table)
     console.print(f"optimized graph: {result['optimized']}; node -> kernel: {out / 'kernels.csv'}", markup=False,
                   soft_wrap=True)

@@ -16,10 +16,16 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from hase import paths
-from hase.commands.common import add_device_arg, add_json_arg, add_store_arg, stderr_console
+from hase.commands.common import (
+    add_device_arg,
+    add_json_arg,
+    add_store_arg,
+    stderr_console,
+    stdout_console,
+    titled_table,
+)
 from hase.files import check_output_dir
 from hase.predict.dataset import store_devices
 from hase.predict.locate import check_not_shipped
@@ -98,8 +104,8 @@ def _headline(res: TrainResult) -> dict[str, Any]:
 
 def print_result(res: TrainResult) -> None:
     """Held-out accuracy per target, the baselines, fallbacks and where the files went."""
-    console = Console()
-    table = Table(title=f"{escape(res.device)}: held-out (leave-family-out) accuracy, calibrated")
+    console = stdout_console()
+    table = titled_table(f"{escape(res.device)}: held-out (leave-family-out) accuracy, calibrated")
     for col in ("target", "calibration", "n", "RMSPE%", "±5%", "±10%", "kernels RMSPE%"):
         table.add_column(col, justify="left" if col in ("target", "calibration") else "right")
     for target, entry in res.manifest.targets.items():

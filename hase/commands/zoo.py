@@ -22,6 +22,7 @@ from rich.progress import (
 from rich.table import Table
 
 from hase import paths, zoo
+from hase.commands.common import plural, stdout_console, titled_table
 from hase.errors import HaseError
 from hase.files import check_output_dir, check_output_file, outermost_missing, write_atomic
 from hase.sampler.config import read_zoo, zoo_sampler
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     """Build or list the zoo; prints a progress bar and a per-family summary table."""
 
 
-    console = Console()
+    console = stdout_console()
     if args.ranges:
         return _ranges(args, console)
     if args.refine:
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         raise
     console.print(_summary_table(specs, built, sizes))
     folder = zoo.zoo_dir(args.config, args.out)
-    console.print(f"{len(specs)} models in {folder} ({sum(built.values())} built now), "
+    console.print(f"{plural(len(specs), 'model')} in {folder} ({sum(built.values())} built now), "
                   f"listed in {folder / zoo.INDEX_NAME}", markup=False)
     return 0
 
@@ -114,7 +115,7 @@ def _progress(console: Console) -> Progress:
 
 def _variants_table(specs: Sequence[ModelSpec]) -> Table:
 
-    table = Table(title=f"{len(specs)} model variants")
+    table = titled_table(f"{len(specs)} model variants")
     table.add_column("name", no_wrap=True)
     table.add_column("family")
     table.add_column("parameters")
@@ -168,7 +169,7 @@ def _refine(args: argparse.Namespace, console: Console) -> int:
                       markup=False, soft_wrap=True)
         return 0
     errors = result.points["error"].abs()
-    console.print(f"{len(result.points)} sampled kernels on {args.device}: k-fold held-out error median "
+    console.print(f"{plural(len(result.points), 'sampled kernel')} on {args.device}: k-fold held-out error median "
                   f"{errors.median():.1%}, {(errors > 0.10).mean():.0%} above 10 %; {len(result.chosen)} refined",
                   markup=False, soft_wrap=True)
     if result.config_path is None:

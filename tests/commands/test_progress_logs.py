@@ -15,6 +15,7 @@ from conftest import conv_bn_relu_model
 
 from hase.cli import _setup_logging, main
 from hase.commands.common import stderr_console
+from hase.measure import collect
 
 # One device and short timing: these tests are about the logs and bars, not the shipped configurations (which
 # measure every model once per device, at the shipped timing).
@@ -53,9 +54,9 @@ def models(tmp_path: Path) -> list[Path]:
     return paths
 
 
-def _collect(models: list[Path], store: Path) -> int:
+def _collect(models: list[Path], store: Path, canary: str = "") -> int:
     devices = store.parent / "devices.toml"
-    devices.write_text(DEVICES)
+    devices.write_text(canary + DEVICES)
     argv = ["collect", "--zoo", "none", "--devices", str(devices), "--store", str(store)]
     for m in models:
         argv += ["--model", str(m)]
@@ -84,17 +85,34 @@ def test_plain_log_lines_go_to_the_current_stderr(monkeypatch, capsys):
     assert LOG_LINE.match(line) and line.endswith(f"INFO one line {long}")
 
 
+def _check_one_line_per_model(lines: list[str]) -> None:
+    """Every line a plain log line; the per-model lines, counted among whatever else the run logs (a host-busy
+    warning, the host's peaks): those depend on the host, so the count takes only the lines it is about."""
+    assert all(LOG_LINE.match(line) for line in lines), lines
+    progress = [line for line in lines if " INFO collect model " in line]
+    assert [re.sub(r".* INFO |\[\d+ s\]$", "", line) for line in progress] == [
+        "collect model 1/3 on cpu-1t: a ", "collect model 2/3 on cpu-1t: b ", "collect model 3/3 on cpu-1t: broken "]
+    (warning,) = [line for line in lines if " WARNING skipped " in line]
+    assert "skipped broken on cpu-1t (split)" in warning
+    assert "━" not in "".join(lines)  # no progress bar dumped into the log
+
+
 def test_collect_without_a_terminal_logs_one_line_per_model(models, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TTY_COMPATIBLE", "0")
     assert _collect(models, tmp_path / "s.sqlite") == 0
+    _check_one_line_per_model(capsys.readouterr().err.splitlines())
+
+
+def test_a_busy_host_adds_warnings_not_model_lines(models, tmp_path, monkeypatch, capsys):
+    """On a loaded host the canary warns between the model lines (a fresh clone's `make test` once failed so): here
+    the canary's clock is a fixed sequence, every check after the first one ten times slower."""
+    timings = iter([1.0] + [10.0] * 1000)
+    monkeypatch.setattr(collect, "canary_timer", lambda ep, policy: lambda: next(timings))
+    monkeypatch.setenv("TTY_COMPATIBLE", "0")
+    assert _collect(models, tmp_path / "s.sqlite", canary="[canary]\nretries = 0\nwait_s = 0.0\n") == 0
     lines = capsys.readouterr().err.splitlines()
-    assert all(LOG_LINE.match(line) for line in lines), lines
-    progress = [line for line in lines if " INFO " in line]
-    assert [re.sub(r".* INFO |\[\d+ s\]$", "", line) for line in progress] == [
-        "collect model 1/3 on cpu-1t: a ", "collect model 2/3 on cpu-1t: b ", "collect model 3/3 on cpu-1t: broken "]
-    (warning,) = [line for line in lines if " WARNING " in line]
-    assert "skipped broken on cpu-1t (split)" in warning
-    assert "━" not in "".join(lines)  # no progress bar dumped into the log
+    assert any(" WARNING host busy on cpu-1t" in line for line in lines), lines
+    _check_one_line_per_model(lines)
 
 
 def test_collect_on_a_terminal_prints_warnings_above_the_bars(models, tmp_path, monkeypatch, capsys):
