@@ -26,7 +26,7 @@ from hase.predict import baselines as B
 from hase.predict import busy as BZ
 from hase.predict import crossval as CV
 from hase.predict import dataset as D
-from hase.predict import noise as NZ
+from hase.predict import provenance as NZ
 from hase.predict.bundle import (
     BASELINES_CSV,
     CV_KERNELS_CSV,
