@@ -29,6 +29,7 @@ from hase.predict.bundle import manifest_ep_config, predictor_dir, read_manifest
 from hase.predict.compare import compare_models
 from hase.predict.estimate import KernelGraphs, ModelEstimate, PredictFailure, estimate_models
 from hase.predict.identity import describe, open_predictor, threads_text
+from hase.predict.noise import busy_note
 from hase.runtime.robust import BlockPolicy
 
 if TYPE_CHECKING:  # pragma: no cover - the predictor stack loads only when a command runs
@@ -232,13 +233,19 @@ def print_predictor(used: UsedPredictor) -> None:
 
 
 def warn_host(used: UsedPredictor) -> None:
-    """A warning on stderr (also with --json) for each way this host differs from the predictor's machine."""
+    """One warning line on stderr (also with --json) naming how this host differs from the predictor's machine, and
+    one when the predictor was trained on a mostly busy store."""
     if used.mismatches:
 
         Console(stderr=True, highlight=False, soft_wrap=True).print(
             f"warning: this host differs from the machine predictor {used.identity.device!r} was trained on: "
             f"{'; '.join(used.mismatches)}. Its predictions describe that machine and may be off here; "
-            f"train a predictor on this host with `make collect train` (see `hase predictors`)", markup=False)
+            f"adapt it to this host with `hase adapt --device {used.identity.device}` (about 5 minutes) or train one "
+            f"here with `make collect train` (see `hase predictors`)", markup=False)
+    busy = busy_note(used.identity.busy_share)
+    if busy:
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
+            f"warning: predictor {used.identity.device!r} was {busy}", markup=False)
 
 
 def print_one(est: ModelEstimate, top: int, held_out: Scores) -> None:

@@ -14,6 +14,7 @@ from hase import paths
 from hase.commands.common import add_json_arg, add_predictors_arg, stdout_console
 from hase.predict.identity import installed, threads_text
 from hase.predict.locate import search_roots
+from hase.predict.noise import busy_note
 
 if TYPE_CHECKING:  # pragma: no cover - the predictor stack loads only when a command runs
     from hase.predict.identity import InstalledPredictor
@@ -77,6 +78,11 @@ def print_predictors(found: Sequence[InstalledPredictor], roots: Sequence[str]) 
         ]
         for key, value in rows:
             c.print(f"  {key:<10}{value}", markup=False)
+        busy = busy_note(ident.busy_share)
+        if busy:
+            c.print(f"  [yellow]{'noise':<10}{escape(busy)}[/]")
+        if ident.host is None:
+            c.print(f"  {'host':<10}no fingerprint recorded (CPU name and ONNX Runtime compared)", markup=False)
         if p.mismatches:
             for m in p.mismatches:
                 c.print(f"  [yellow]{'this host':<10}differs: {escape(m)}[/]")

@@ -6,6 +6,10 @@ Lookup order of `find_predictor(device, predictors_dir)`:
    `~/.local/share/hase/predictors`), where `hase train` writes by default;
 3. the predictors shipped as package data (`hase.paths.SHIPPED_PREDICTORS`, inside the installed package).
 
+In each root, a predictor adapted to this very host (`hase adapt`: a folder `<device>@<fingerprint digest>`, the
+digest of `hase.runtime.host`) comes before the device's own folder, so `--device cpu-1t` picks the adaptation made
+here and never one made on another machine.
+
 A user-trained predictor of a device therefore shadows the shipped one of the same name, and says so:
 `installed_predictors` lists both, and every prediction names the directory it used. Training never
 writes into the shipped directory (`check_not_shipped`).
@@ -18,8 +22,10 @@ from pathlib import Path
 from hase import paths
 from hase.errors import HaseError
 from hase.predict.manifest import MANIFEST
+from hase.runtime.host import host_fingerprint
 
 EXPLICIT, USER, SHIPPED = "--predictors", "user", "shipped"  # where a predictor was found
+ADAPTED_SEP = "@"  # <device>@<fingerprint digest>: a predictor adapted to one host
 
 
 @dataclass(frozen=True)
@@ -50,8 +56,23 @@ def devices_in(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if not p.name.startswith(".") and (p / MANIFEST).is_file())
 
 
-def find_predictor(device: str, predictors_dir: str | Path | None = None) -> FoundPredictor:
-    """`device`'s predictor directory, in the lookup order of the module docstring.
+def adapted_name(device: str, digest: str) -> str:
+    """The folder name of `device`'s predictor adapted to the host whose fingerprint digest is `digest`."""
+    return f"{device}{ADAPTED_SEP}{digest}"
+
+
+def adapted_here(root: Path, device: str) -> Path | None:
+    """`root`'s predictor of `device` adapted to this host (its fingerprint's digest), or None; the fingerprint is
+    read only when the root holds an adapted predictor of the device at all."""
+    if ADAPTED_SEP in device or not root.is_dir() or not any(root.glob(f"{device}{ADAPTED_SEP}*/{MANIFEST}")):
+        return None
+    d = root / adapted_name(device, host_fingerprint().digest)
+    return d if (d / MANIFEST).is_file() else None
+
+
+def find_predictor(device: str, predictors_dir: str | Path | None = None, adapted: bool = True) -> FoundPredictor:
+    """`device`'s predictor directory, in the lookup order of the module docstring (`adapted=False`: the device's
+    own folder, never an adaptation).
 
     Raises:
         HaseError: no root holds a folder of that device; the message lists every root searched and the
@@ -59,6 +80,9 @@ def find_predictor(device: str, predictors_dir: str | Path | None = None) -> Fou
     """
     roots = search_roots(predictors_dir)
     for source, root in roots:
+        here = adapted_here(root, device) if adapted else None
+        if here is not None:
+            return FoundPredictor(device, here, source)
         d = root / device
         if d.is_dir():
             return FoundPredictor(device, d, source)

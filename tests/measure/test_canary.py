@@ -136,12 +136,28 @@ def test_collect_flags_jobs_on_a_host_that_stays_busy(tmp_path, models, monkeypa
         mm = store.table("model_measurements").set_index("model_id")
     assert mm.loc["relu16", "host_busy"] == 0 and mm.loc["relu16", "canary_ratio"] == pytest.approx(1.05)
     assert mm.loc["relu32", "host_busy"] == 1 and mm.loc["relu32", "canary_ratio"] == pytest.approx(2.0)
-    assert ("model relu32", 2.0) in report.busy_jobs and report.canary_checks == 2 + 3
+    # + 1: the check at the end before a second try, still busy: relu32 stays flagged, nothing is measured again
+    assert ("model relu32", 2.0) in report.busy_jobs and report.canary_checks == 2 + 3 + 1
+    assert report.remeasured == []
     from hase.commands.collect import noise_lines, noise_rows
 
     assert "host busy (canary slower than its reference) during" in noise_lines(report)[0]
     assert "model relu32 (2.00x)" in noise_lines(report)[0]
     assert dict(noise_rows(report))["jobs measured on a busy host (flagged host_busy)"] == str(len(report.busy_jobs))
+
+
+def test_collect_measures_a_flagged_job_again_once_the_host_is_quiet(tmp_path, models, monkeypatch):
+    """Busy during the second model (its check and retries), quiet again at the end of the run: the flagged model is
+    measured once more, its row replaced by a clean one, and the report no longer lists it as busy."""
+    times: Iterator[float] = iter([1.0, 1.05, 2.0, 2.0, 2.0] + [1.02] * 50)
+    monkeypatch.setattr(coll, "canary_timer", lambda ep, policy: lambda: next(times))
+    report, store_path = collect_with(tmp_path, models, "[canary]\nwait_s = 0.0\nretries = 2\n")
+    with Store(store_path, readonly=True) as store:
+        mm = store.table("model_measurements").set_index("model_id")
+        spans = store.table("node_spans")
+    assert mm.loc["relu32", "host_busy"] == 0 and mm.loc["relu32", "canary_ratio"] == pytest.approx(1.02)
+    assert len(mm) == 2 and (spans["model_id"] == "relu32").sum() == 1  # replaced, not added
+    assert report.remeasured == ["model relu32"] and report.busy_jobs == []
 
 
 def test_disabled_canary_leaves_the_columns_empty(tmp_path, models):
