@@ -34,7 +34,8 @@ from hase.files import os_error_message  # not at start-up: a successful command
 if TYPE_CHECKING:  # pragma: no cover - sqlite3 loads with the commands that use a store
     import sqlite3
 
-COMMANDS = ("zoo", "split", "collect", "profile", "train", "predict", "predictors", "evaluate", "pipeline")
+COMMANDS = ("zoo", "split", "collect", "profile", "train", "predict", "predictors", "evaluate", "pipeline", "host",
+            "adapt")
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
 

@@ -1,0 +1,291 @@
+"""`hase adapt`: a trained predictor moved to this host in minutes, from a small transfer set measured here.
+
+Within a time budget: this host's speed signature (`hase.measure.signature`), then transfer models measured the
+way collect measures a model (`hase.measure.model.measure_model`: robust latency, profiled node spans; for a
+standalone target, each unique kernel as collect's kernel jobs do), until the budget is spent. Then:
+
+1. **Per-forest scales.** Each kernel's measured target over the source predictor's prediction, grouped by the
+   forest that predicts it (its op key's own forest, its family's, or the generic one): the forest's scale is the
+   ratio of the summed measured and predicted times, shrunk toward the global ratio by `shrink` pseudo-kernels
+   (a forest seen on few kernels stays near the global scale; one never seen gets it). The scale is folded into
+   the forest's leaves (log target: + log s), so the adapted predictor predicts exactly as any other.
+2. **Calibration.** On the measured full models (not the one-kernel sampled blocks): the source calibration
+   rescaled by the median ratio, or refitted (its form, relative least squares) when there are enough models;
+   the one with the lower leave-one-model-out RMSPE is kept.
+3. **Written atomically** as `<device>@<this host's fingerprint digest>` in the user directory (or `out_root`),
+   with this host's fingerprint and signature and an `adaptation` record (source, scales, calibration, in-sample
+   scores before and after); `hase predict --device <device>` then picks it on this host. An interrupt leaves
+   nothing behind.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hase import paths
+from hase.errors import HaseError
+from hase.kernels import graph, split
+from hase.kernels.types import KernelSpec
+from hase.measure.kernel import KernelJob, measure_kernel
+from hase.measure.model import measure_model
+from hase.measure.signature import DEFAULT_BUDGET_S, measure_signature
+from hase.measure.types import MeasureSettings, ModelSource
+from hase.predict.bundle import PredictorBundle, load_bundle, manifest_ep_config, save_bundle
+from hase.predict.calibration import Calibration, fit_calibration
+from hase.predict.estimate import compose
+from hase.predict.forest import Member
+from hase.predict.locate import adapted_name, find_predictor
+from hase.predict.manifest import CalibrationEntry
+from hase.predict.metrics import score
+from hase.predict.predictor import KernelPredictor
+from hase.runtime.host import host_fingerprint
+from hase.runtime.types import EPConfig
+
+log = logging.getLogger(__name__)
+
+SAMPLED = "sampled-"  # families of one-kernel blocks: kernels for the scales, never models for the calibration
+RESERVE_S = 5.0  # kept back from the budget for fitting and writing
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class MeasuredModel:
+    """A transfer model measured here: its latency, its nodes' kernels and each node's measured target (ms)."""
+
+    name: str
+    family: str
+    latency_ms: float
+    specs: tuple[KernelSpec, ...]
+    target_ms: tuple[float, ...]  # NaN where a node was not measured
+
+
+@dataclass(frozen=True)
+class AdaptResult:
+    """What `adapt` wrote and how: the folder, its name, the source, the scales, the calibration, the scores."""
+
+    out_dir: Path
+    name: str
+    source: Path
+    target: str
+    global_scale: float
+    scales: dict[str, dict[str, float]]
+    calibration_before: Calibration
+    calibration_after: Calibration
+    calibration_choice: str
+    n_models: int
+    n_kernels: int
+    source_acc10: float
+    source_rmspe: float
+    adapted_acc10: float
+    adapted_rmspe: float
+    spent_s: float
+    skipped: tuple[str, ...]
+
+
+def adapt(device: str, models: Sequence[ModelSource], budget_s: float = 300.0, out_root: str | Path | None = None,
+          predictors_dir: str | Path | None = None, *, settings: MeasureSettings | None = None, shrink: float = 5.0,
+          progress: Progress | None = None) -> AdaptResult:
+    """Adapt `device`'s predictor (never an earlier adaptation) to this host within `budget_s` seconds, measuring
+    `models` in order, and write it; see the module docstring."""
+    t0 = time.perf_counter()
+    if budget_s < 30:
+        raise HaseError(f"--budget-s {budget_s:g} is too short to measure anything worth adapting to: give 30 or more")
+    found = find_predictor(device, predictors_dir, adapted=False)
+    bundle = load_bundle(found.path)
+    target = bundle.default_target
+    ep = manifest_ep_config(bundle.manifest)
+    settings = settings or MeasureSettings()
+    say = progress or (lambda _msg: None)
+    fp = host_fingerprint()
+    say(f"speed signature of this host ({min(DEFAULT_BUDGET_S, budget_s / 10):.0f} s)")
+    signature = measure_signature(ep, min(DEFAULT_BUDGET_S, budget_s / 10), fp.digest)
+    measured, skipped = measure_transfer(models, ep, target, settings, t0 + budget_s - RESERVE_S, say)
+    if not any(np.isfinite(m.target_ms).any() for m in measured):
+        raise HaseError(f"no transfer model could be measured within {budget_s:g} s (skipped: "
+                        f"{'; '.join(skipped[:3]) or 'none given'}): give a larger --budget-s or other models")
+    pred = bundle.predictors[target]
+    cal = bundle.manifest.target(target).calibration.calibration
+    adapted, scales, global_scale = scale_forests(pred, measured, shrink)
+    new_cal, choice, fit = recalibrate(adapted, cal, measured)
+    before = _model_scores(pred, cal, measured)
+    after = score(fit["measured_ms"], fit["adapted_ms"])
+    name = adapted_name(device, fp.digest)
+    out = Path(out_root) if out_root is not None else paths.user_predictors_dir()
+    record = {"source_path": str(found.path), "source_device": bundle.manifest.device,
+              "source_created_at": bundle.manifest.created_at,
+              "source_host": bundle.manifest.host.to_dict() if bundle.manifest.host is not None else None,
+              "target": target, "budget_s": budget_s, "spent_s": round(time.perf_counter() - t0, 1),
+              "global_scale": global_scale, "scales": scales, "shrink": shrink,
+              "calibration": {"before": cal.to_dict(), "after": new_cal.to_dict(), "choice": choice},
+              "scores": {"source": before.to_dict(), "adapted": after.to_dict()},
+              "models": [{"model": m.name, "family": m.family, "latency_ms": m.latency_ms} for m in measured],
+              "skipped": list(skipped)}
+    entry = bundle.manifest.target(target)
+    fit_records = tuple({k: (v[i] if isinstance(v, list) else v) for k, v in fit.items()}
+                        for i in range(len(fit["model"])))
+    targets = {**bundle.manifest.targets,
+               target: dataclasses.replace(entry, calibration=CalibrationEntry(new_cal, fit_records))}
+    manifest = dataclasses.replace(bundle.manifest, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), host=fp,
+                                   signature=signature.to_dict(), adaptation=record, targets=targets, files={})
+    say(f"writing {out / name}")
+    out_dir = save_bundle(out / name, manifest, {target: adapted})
+    n_kernels = sum(int(np.isfinite(m.target_ms).sum()) for m in measured)
+    return AdaptResult(out_dir, name, found.path, target, global_scale, scales, cal, new_cal, choice, len(measured),
+                       n_kernels, before.acc10, before.rmspe, after.acc10, after.rmspe, time.perf_counter() - t0,
+                       tuple(skipped))
+
+
+def measure_transfer(models: Sequence[ModelSource], ep: EPConfig, target: str, settings: MeasureSettings,
+                     deadline: float, say: Progress) -> tuple[list[MeasuredModel], list[str]]:
+    """Measure transfer models in order until `deadline` (perf_counter seconds): a model that fails is skipped with
+    its reason, an interrupt goes through (nothing is written before the end)."""
+    measured: list[MeasuredModel] = []
+    skipped: list[str] = []
+    for i, src in enumerate(models):
+        if time.perf_counter() >= deadline:
+            skipped.append(f"{len(models) - i} model(s) left unmeasured: the budget was spent")
+            break
+        say(f"transfer model {i + 1}/{len(models)}: {src.name}")
+        try:
+            measured.append(measure_one(src, ep, target, settings))
+        except Exception as exc:  # any failure of one model is a skip; interrupts go through
+            log.debug("%s failed", src.name, exc_info=exc)
+            skipped.append(f"{src.name}: {str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__}")
+    return measured, skipped
+
+
+def measure_one(src: ModelSource, ep: EPConfig, target: str, settings: MeasureSettings) -> MeasuredModel:
+    """One transfer model: split, measured as collect does, each node's `target` (span, warm or cold) in ms."""
+    model = graph.load_model(src.path)
+    kg = graph.kernel_graph(model, ep)
+    nodes = split.split(kg)
+    row, spans = measure_model(model, src, nodes, ep, settings)
+    if target == "span":
+        by_node = {r["node_name"]: r.get("span_ms") for r in spans}
+        values = [by_node.get(n.node_name) for n in nodes]
+    else:
+        variant = "warm" if target == "warm" else "cold_weights"
+        per_kernel: dict[str, float] = {}
+        for kn in split.unique_kernels(nodes).values():
+            job = KernelJob(kn.spec, split.kernel_model(kg, kg.nodes[kn.node_idx]).SerializeToString())
+            rows = measure_kernel(job, ep, settings)
+            per_kernel[kn.spec.kernel_id] = next(float(r["median_ms"]) for r in rows if r["variant"] == variant)
+        values = [per_kernel.get(n.spec.kernel_id) for n in nodes]
+    latency = row.get("latency_ms") or row["median_ms"]
+    return MeasuredModel(src.name, src.family, float(latency), tuple(n.spec for n in nodes),
+                         tuple(float(v) if v is not None and v > 0 else math.nan for v in values))
+
+
+def _member_label(key: str, source: str, member: Member) -> str:
+    return key if source == "op" else f"{member.family}:{source}"
+
+
+def scale_forests(pred: KernelPredictor, measured: Sequence[MeasuredModel],
+                  shrink: float) -> tuple[KernelPredictor, dict[str, dict[str, float]], float]:
+    """A copy of `pred` whose every forest's predictions are multiplied by its shrunk measured/predicted ratio;
+    returns it, the scales by forest (label: op key, or family:source of a fallback forest) and the global one."""
+    meas: dict[int, list[float]] = {}
+    preds: dict[int, list[float]] = {}
+    labels: dict[int, str] = {}
+    for m in measured:
+        uniq = {s.kernel_id: s for s in m.specs}
+        out = pred.predict_routes(list(uniq.values()), 1)
+        p_of = dict(zip(uniq, out[2], strict=True))
+        for spec, y in zip(m.specs, m.target_ms, strict=True):
+            if not math.isfinite(y):
+                continue
+            key, source, member = pred.route(spec)
+            meas.setdefault(id(member), []).append(y)
+            preds.setdefault(id(member), []).append(float(p_of[spec.kernel_id]))
+            labels.setdefault(id(member), _member_label(key, source, member))
+    total_y = sum(sum(v) for v in meas.values())
+    total_p = sum(sum(v) for v in preds.values())
+    g = math.log(total_y / total_p) if total_p > 0 and total_y > 0 else 0.0
+    logs: dict[int, float] = {}
+    scales: dict[str, dict[str, float]] = {}
+    for mid, ys in meas.items():
+        n, ratio = len(ys), sum(ys) / max(sum(preds[mid]), 1e-12)
+        logs[mid] = (n * math.log(ratio) + shrink * g) / (n + shrink)
+        scales[labels[mid]] = {"scale": round(math.exp(logs[mid]), 5), "measured_ratio": round(ratio, 5), "n": n}
+    return _scaled_copy(pred, logs, g), scales, round(math.exp(g), 5)
+
+
+def _scaled_copy(pred: KernelPredictor, logs: dict[int, float], g: float) -> KernelPredictor:
+    """`pred` with each member's leaves shifted by its log scale (`logs`, keyed by the member's id in `pred`; `g`
+    for a member no kernel measured)."""
+    new: dict[int, Member] = {}
+
+    def scaled(m: Member) -> Member:
+        if id(m) not in new:
+            s = logs.get(id(m), g)
+            value = m.forest.value + s if pred.log_target else m.forest.value * math.exp(s)
+            new[id(m)] = dataclasses.replace(m, forest=dataclasses.replace(m.forest, value=value))
+        return new[id(m)]
+
+    meta, arrays = pred.to_arrays()
+    out = KernelPredictor.from_arrays(meta, arrays)
+    out.forests_ = {k: scaled(m) for k, m in pred.forests_.items()}
+    out.family_forests_ = {k: scaled(m) for k, m in pred.family_forests_.items()}
+    out.generic_ = scaled(pred.generic_)
+    return out
+
+
+def recalibrate(pred: KernelPredictor, cal: Calibration,
+                measured: Sequence[MeasuredModel]) -> tuple[Calibration, str, dict[str, Any]]:
+    """The calibration of the adapted predictor on the measured full models (module docstring), which candidate won,
+    and the fit data (model, family, sum_ms, n_kernels, measured_ms, adapted_ms)."""
+    full = [m for m in measured if not m.family.startswith(SAMPLED)] or list(measured)
+    sums = np.array([compose(list(m.specs), pred, Calibration()).sum_ms for m in full])
+    n = np.array([len(m.specs) for m in full], dtype=float)
+    y = np.array([m.latency_ms for m in full])
+    form = cal.form if cal.form != "raw" else "scale"
+
+    def rescaled(idx: np.ndarray) -> Calibration:
+        c = float(np.exp(np.median(np.log(y[idx] / cal.apply(sums[idx], n[idx]))))) if len(idx) else 1.0
+        return dataclasses.replace(cal, alpha=cal.alpha * c, beta=cal.beta * c, gamma=cal.gamma * c)
+
+    def refit(idx: np.ndarray) -> Calibration:
+        return fit_calibration(sums[idx], n[idx], y[idx], form, "relative")
+
+    candidates: dict[str, Callable[[np.ndarray], Calibration]] = {"rescaled": rescaled}
+    if len(full) >= (3 if form == "scale" else 4) + 2:
+        candidates["refitted"] = refit
+    loo = {name: _loo_rmspe(fn, sums, n, y) for name, fn in candidates.items()}
+    choice = min(loo, key=lambda k: loo[k])
+    final = candidates[choice](np.arange(len(full)))
+    fit = {"model": [m.name for m in full], "family": [m.family for m in full], "sum_ms": sums.round(6).tolist(),
+           "n_kernels": n.tolist(), "measured_ms": y.round(6).tolist(),
+           "adapted_ms": final.apply(sums, n).round(6).tolist()}
+    return final, choice, fit
+
+
+def _loo_rmspe(fit: Callable[[np.ndarray], Calibration], sums: np.ndarray, n: np.ndarray, y: np.ndarray) -> float:
+    """RMSPE (%) of a calibration fitted without each model in turn, on that model."""
+    if len(y) < 2:
+        return 0.0
+    errs = []
+    for j in range(len(y)):
+        idx = np.array([i for i in range(len(y)) if i != j])
+        yhat = float(fit(idx).apply(sums[j:j + 1], n[j:j + 1])[0])
+        errs.append((yhat - y[j]) / y[j])
+    return float(np.sqrt(np.mean(np.square(errs))) * 100)
+
+
+def _model_scores(pred: KernelPredictor, cal: Calibration, measured: Sequence[MeasuredModel]) -> Any:
+    """Scores of the source predictor on the calibration models (the full ones, as `recalibrate` picks them)."""
+    full = [m for m in measured if not m.family.startswith(SAMPLED)] or list(measured)
+    yhat = [compose(list(m.specs), pred, cal).latency_ms for m in full]
+    return score([m.latency_ms for m in full], yhat)
+
+
+def source_bundle(device: str, predictors_dir: str | Path | None = None) -> PredictorBundle:
+    """The predictor `adapt` starts from: the device's own, never an adaptation."""
+    return load_bundle(find_predictor(device, predictors_dir, adapted=False).path)
