@@ -29,7 +29,8 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from hase.errors import HaseError
-from hase.evaluate.measured import check_prediction
+from hase.evaluate import worst as W
+from hase.evaluate.measured import check_prediction, kernel_times_ms
 from hase.files import write_atomic
 from hase.kernels import graph, split
 from hase.kernels.graph import resolve_input_shapes
@@ -39,6 +40,7 @@ from hase.predict.bundle import PredictorBundle
 from hase.predict.calibration import relative_lstsq
 from hase.predict.estimate import estimate_model
 from hase.predict.metrics import score
+from hase.predict.predictor import CLAMPED
 from hase.runtime.robust import BlockPolicy
 
 log = logging.getLogger(__name__)
@@ -85,6 +87,7 @@ class DevsetEvaluation:
     predictor_device: str
     host_mismatches: tuple[str, ...] = ()
     left_out: Mapping[str, str] = field(default_factory=dict)  # batch sweep: models with no symbolic copy, why
+    worst: pd.DataFrame = field(default_factory=pd.DataFrame)  # `explain_worst`: the worst rows' kernels
 
 
 # ---------------------------------------------------------------------- which models, at which shapes
@@ -237,7 +240,50 @@ def evaluate_devset(models_dir: str | Path, bundle: PredictorBundle, csv_path: s
     table = pd.DataFrame(records, columns=list(ROW_COLUMNS))
     if not todo:
         write_atomic(csv, table.to_csv(index=False))
-    return DevsetEvaluation(table, devset_scores(table), bundle.device)
+    worst = explain_worst(table, [j for j in jobs if isinstance(j, Job)], bundle, kernels_csv(csv))
+    return DevsetEvaluation(table, devset_scores(table), bundle.device, worst=worst)
+
+
+WORST_COLUMNS = (MODEL, BATCH, PREDICTED_MS, MEASURED_MS, ERROR_PCT, *W.KERNEL_COLUMNS)
+
+
+def kernels_csv(csv: Path) -> Path:
+    """Where the worst rows' kernels are kept, beside the rows' CSV (`devset.csv` -> `devset_kernels.csv`)."""
+    return csv.with_name(f"{csv.stem}_kernels.csv")
+
+
+def explain_worst(table: pd.DataFrame, jobs: Sequence[Job], bundle: PredictorBundle, csv: Path,
+                  n: int = W.WORST_MODELS) -> pd.DataFrame:
+    """The `n` rows furthest from their measured latency, each with the nodes whose prediction is furthest from
+    their in-model kernel_time (one profiled run on this host per row, kept in `csv`, so a rerun reuses it)."""
+    ok = table[(table[ERROR].fillna("") == "") & table[ERROR_PCT].notna()]
+    worst = ok.loc[ok[ERROR_PCT].astype(float).abs().sort_values(ascending=False).index[:n]]
+    have = pd.read_csv(csv, keep_default_na=False, na_values=[""], dtype={MODEL: str, CLAMPED: str}) \
+        if csv.is_file() else pd.DataFrame(columns=list(WORST_COLUMNS))
+    have[CLAMPED] = have[CLAMPED].fillna("")
+    by_key = {j.key: j for j in jobs}
+    parts = []
+    for _, row in worst.iterrows():
+        key = (str(row[MODEL]), int(row[BATCH]))
+        kept = have[(have[MODEL].astype(str) == key[0]) & (have[BATCH].astype(int) == key[1])]
+        if len(kept) or key not in by_key:
+            parts.append(kept)
+            continue
+        job = by_key[key]
+        try:
+            shapes = resolve_input_shapes(job.path, {}, job.free_dims)
+            est = estimate_model(job.path, bundle, None, shapes)
+            kernels = W.estimate_kernel_rows(est, kernel_times_ms(job.path, bundle.ep_config(), shapes))
+        except HaseError as exc:
+            log.warning("%s (batch %d): its kernels could not be profiled: %s", key[0], key[1], exc)
+            continue
+        parts.append(kernels.assign(**{MODEL: key[0], BATCH: key[1], PREDICTED_MS: row[PREDICTED_MS],
+                                       MEASURED_MS: row[MEASURED_MS], ERROR_PCT: row[ERROR_PCT]}))
+    out = pd.concat([p[list(WORST_COLUMNS)] for p in parts], ignore_index=True) if parts else \
+        pd.DataFrame(columns=list(WORST_COLUMNS))
+    if len(out):
+        write_atomic(csv, out.to_csv(index=False))
+    return out
 
 
 def _jobs_or_error(path: Path, info: Mapping[str, str] | None, batches: Sequence[int]) -> list[Job | dict[str, Any]]:

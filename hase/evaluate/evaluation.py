@@ -18,13 +18,15 @@ import pandas as pd
 
 from hase.errors import HaseError
 from hase.evaluate.ratios import CALIBRATED_HELD_OUT_MS, CALIBRATED_TRAIN_MS, EXPORTED, ratio_summary, ratio_table
+from hase.evaluate.worst import store_worst
 from hase.predict import dataset as D
 from hase.predict.baselines import baseline_results, baseline_scores
-from hase.predict.bundle import BASELINES_CSV, CV_KERNELS_CSV, CV_MODELS_CSV, read_manifest
+from hase.predict.bundle import BASELINES_CSV, CV_KERNELS_CSV, CV_MODELS_CSV, load_bundle, read_manifest
 from hase.predict.calibration import COEFFICIENTS, Calibration
 from hase.predict.crossval import TARGET, Y_MS, candidate_scores
+from hase.predict.manifest import Manifest
 from hase.predict.metrics import Scores, grouped_metrics, score
-from hase.predict.predictor import KEY, PRED_MS
+from hase.predict.predictor import KEY, PRED_MS, KernelPredictor
 
 TARGET_ACC10, TARGET_RMSPE = 0.90, 8.0  # the accuracy Hase aims for on held-out families
 
@@ -94,6 +96,7 @@ class Evaluation:
     kernels: pd.DataFrame
     families: pd.DataFrame
     headline: Headline
+    worst: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # `hase.evaluate.worst.store_worst`
 
 
 def evaluate_predictor(store_path: str | Path, predictor_path: str | Path, target: str | None = None) -> Evaluation:
@@ -127,5 +130,13 @@ def evaluate_predictor(store_path: str | Path, predictor_path: str | Path, targe
         held_out_exported=score(exported[D.MEASURED_MS], exported[CALIBRATED_HELD_OUT_MS]),
         train=score(table[D.MEASURED_MS], table[CALIBRATED_TRAIN_MS]), baselines=baseline_results(baselines),
         kernels_held_out=score(kern[Y_MS], kern[PRED_MS]))
+    worst = store_worst(data, table, cv_kernels, target, _saved_predictor(root, manifest, target))
     return Evaluation(data.device, target, cal.name, table, ratio_summary(table), candidate_scores(cv_models),
-                      baselines, baseline_scores(baselines), by_key, fams, headline)
+                      baselines, baseline_scores(baselines), by_key, fams, headline, worst)
+
+
+def _saved_predictor(root: Path, manifest: Manifest, target: str) -> KernelPredictor | None:
+    """The target's saved forests (None where training saved only another target's)."""
+    if f"{target}.npz" not in manifest.files:
+        return None
+    return load_bundle(root, [target]).predictors[target]

@@ -9,10 +9,11 @@ from hase.evaluate import devset as V
 from hase.evaluate.evaluation import TARGET_ACC10, TARGET_RMSPE
 from hase.evaluate.plots import SOURCES
 from hase.evaluate.ratios import CALIBRATED_HELD_OUT_MS, SCOPE, SOURCE_COLUMN
+from hase.evaluate.worst import FINAL, HELD_OUT, IN_MODEL_MS, KERNEL_DIFF_MS, KERNEL_PRED_MS, PRED_FROM
 from hase.predict import dataset as D
 from hase.predict.baselines import BASELINE, MODEL_BYTES, MODEL_FLOPS
 from hase.predict.crossval import CALIBRATION, SPLIT, TARGET
-from hase.predict.predictor import KEY
+from hase.predict.predictor import CLAMPED, KEY
 
 CHOSEN = "chosen"
 MEASURED_MIN_MS = "measured_min_ms"  # the devset's robust measured_ms, shown apart from the store's median
@@ -75,4 +76,15 @@ COLUMNS: dict[str, str] = {
     D.N_KERNELS: "nodes in ONNX Runtime's optimized graph that the predictor summed",
     MODEL_FLOPS: "the model's floating-point operations, summed over its kernels (what the baselines fit on)",
     MODEL_BYTES: "bytes the model's kernels read and write, summed (the second input of the FLOPs+bytes line)",
+    D.NODE_NAME: "the node of ONNX Runtime's optimized graph (one kernel run)",
+    D.OP_TYPE: "the node's op type",
+    KERNEL_PRED_MS: "the kernel's predicted time (ms), before calibration",
+    IN_MODEL_MS: "the node's measured time inside the model (ms): its span in the profiled run (store models), or "
+                 "its ORT kernel_time in a profiled run on this host (real exported models)",
+    KERNEL_DIFF_MS: "predicted - in-model time of the node (ms): what it adds to the model's error, before "
+                    "calibration",
+    CLAMPED: "`low` / `high` when the forest's prediction lay outside its family's physical band around the "
+             "roofline and was clamped to it (see docs/predictor.md)",
+    PRED_FROM: f"`{HELD_OUT}`: predicted by the leave-family-out fold that never saw the kernel; `{FINAL}`: by the "
+               "saved predictor (which trained on it)",
 }

@@ -19,6 +19,7 @@ import pandas as pd
 
 from hase.errors import HaseError
 from hase.evaluate import devset as V
+from hase.evaluate import worst as W
 from hase.evaluate.evaluation import TARGET_ACC10, TARGET_RMSPE, Evaluation, evaluate_predictor
 from hase.evaluate.glossary import CHOSEN, COLUMNS, MEASURED_MIN_MS, SOURCE_DOCS
 from hase.evaluate.plots import SOURCES, Plot, devset_plot, render_plots
@@ -245,27 +246,51 @@ DEVSET_READING = ("Measured = the minimum of the block medians of IOBinding runs
                   "configuration. Every column is explained in the [glossary](#glossary).")
 
 
-def _page(ev: Evaluation | None, dev: V.DevsetEvaluation | None) -> tuple[str, list[str], str, list[Section]]:
-    """(title, headline lines, how to read it, sections) of a report of `ev`, `dev` or both."""
+def _page(ev: Evaluation | None,
+          dev: V.DevsetEvaluation | None) -> tuple[str, list[str], str, list[Section], list[Section]]:
+    """(title, headline lines, how to read it, the first sections: the worst models, then the other sections) of a
+    report of `ev`, `dev` or both."""
     lines = headline_lines(ev) if ev is not None else []
     secs = sections(ev) if ev is not None else []
+    first = worst_sections(ev, dev)
     if dev is not None:
         lines += devset_lines(dev)
         secs += devset_sections(dev)
     device = ev.device if ev is not None else f"real exported models, {dev.predictor_device if dev else ''}"
-    return f"Hase evaluation: {device}", lines, READING if ev is not None else DEVSET_READING, secs
+    return f"Hase evaluation: {device}", lines, READING if ev is not None else DEVSET_READING, first, secs
+
+
+WORST_INTRO = ("The models predicted furthest from their measured latency, each with the {k} nodes whose predicted "
+               "time is furthest from their measured in-model time: where the error comes from. `clamped` marks "
+               "a prediction the physical band around the kernel's roofline cut.")
+
+
+def worst_sections(ev: Evaluation | None, dev: V.DevsetEvaluation | None) -> list[Section]:
+    """The worst models with the kernels that carry their error: the store's held-out models, then the real
+    exported models (those the devset run profiled)."""
+    out = []
+    if ev is not None and len(ev.worst):
+        out.append(Section("worst", "Worst models (held out) and the kernels that carry their error",
+                           WORST_INTRO.format(k=W.WORST_KERNELS), ev.worst))
+    if dev is not None and len(dev.worst):
+        rows = dev.worst.rename(columns={V.MEASURED_MS: MEASURED_MIN_MS})
+        out.append(Section("devset_worst", "Worst real exported models and the kernels that carry their error",
+                           WORST_INTRO.format(k=W.WORST_KERNELS), rows))
+    return out
 
 
 def markdown(ev: Evaluation | None, plots: dict[str, Plot], plot_dir: str = "plots",
              dev: V.DevsetEvaluation | None = None) -> str:
     """The Markdown report: headline, plots with captions, the tables, the glossary."""
-    title, lines, reading, secs = _page(ev, dev)
+    title, lines, reading, first, secs = _page(ev, dev)
     parts = [f"# {title}", "", *lines, "", reading, ""]
+    for s in first:
+        parts += [f"## {s.title}", "", s.intro, "", md_table(s.table), ""]
     for name, p in plots.items():
         parts += [f"### {p.title}", "", f"![{p.title}]({plot_dir}/{name}.png)", "", p.caption, ""]
     for s in secs:
         parts += [f"## {s.title}", "", s.intro, "", md_table(s.table), ""]
-    columns, sources = glossary([s.table for s in secs])
+    columns, sources = glossary([s.table for s in [*first, *secs]])
     parts += ["## Glossary", "", md_table(columns), ""]
     if ev is not None:
         parts += ["### Sources", "", md_table(sources), ""]
@@ -274,22 +299,26 @@ def markdown(ev: Evaluation | None, plots: dict[str, Plot], plot_dir: str = "plo
 
 def html_page(ev: Evaluation | None, plots: dict[str, Plot], dev: V.DevsetEvaluation | None = None) -> str:
     """A self-contained HTML page: the Markdown report's content, plots inlined as base64 PNG."""
-    title, lines, reading, secs = _page(ev, dev)
-    columns, sources = glossary([s.table for s in secs])
+    title, lines, reading, first, secs = _page(ev, dev)
+    columns, sources = glossary([s.table for s in [*first, *secs]])
     heads = "".join(f"<li>{inline_html(line[2:])}</li>" for line in lines)
     toc = " · ".join(f'<a href="#{a}">{html.escape(t)}</a>' for a, t in
-                     [("plots", "Plots"), *((s.anchor, s.title) for s in secs), ("glossary", "Glossary")])
+                     [*((s.anchor, s.title) for s in first), ("plots", "Plots"), *((s.anchor, s.title) for s in secs),
+                      ("glossary", "Glossary")])
     figs = "".join(
         f'<figure><img alt="{html.escape(p.title)}" src="data:image/png;base64,{base64.b64encode(p.png).decode()}"/>'
         f"<figcaption>{inline_html(p.caption)}</figcaption></figure>" for p in plots.values())
-    body = "".join(f'<h2 id="{s.anchor}">{html.escape(s.title)}</h2><p class="intro">{inline_html(s.intro)}</p>'
-                   f"{html_table(s.table)}" for s in secs)
+    def block(s: Section) -> str:
+        return (f'<h2 id="{s.anchor}">{html.escape(s.title)}</h2><p class="intro">{inline_html(s.intro)}</p>'
+                f"{html_table(s.table)}")
+
+    worst, body = "".join(block(s) for s in first), "".join(block(s) for s in secs)
     title = html.escape(title)
     glossed = f'<h3>Sources</h3>{html_table(sources, "glossary", markup=True)}' if ev is not None else ""
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<meta name='viewport' content='width=device-width,initial-scale=1'><title>{title}</title>"
             f"<style>{STYLE}</style></head><body><h1>{title}</h1><ul>{heads}</ul>"
-            f'<p class="intro">{inline_html(reading)}</p><p>{toc}</p>'
+            f'<p class="intro">{inline_html(reading)}</p><p>{toc}</p>{worst}'
             f'<h2 id="plots">Plots</h2><div class="plots">{figs}</div>{body}'
             f'<h2 id="glossary">Glossary</h2>{html_table(columns, "glossary", markup=True)}'
             f"{glossed}</body></html>\n")

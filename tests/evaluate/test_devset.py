@@ -150,3 +150,17 @@ def test_cli_resumes_and_writes_the_report(tmp_path, evaluated, capsys):
     assert main(["evaluate", "--devset", str(models), "--store", str(tmp_path / "none.sqlite"), "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "real exported models, hase" in text and "no store" in text and (out / "report.html").is_file()
+
+
+def test_the_worst_rows_are_profiled_once_with_the_kernels_that_carry_their_error(tmp_path, evaluated, bundle):
+    models, csv, dev = evaluated
+    worst = dev.worst
+    assert list(worst.columns) == list(V.WORST_COLUMNS) and len(worst)
+    assert len(worst[[V.MODEL, V.BATCH]].drop_duplicates()) == min(5, len(dev.rows))  # one profile per worst row
+    assert worst["in_model_ms"].notna().any() and (worst["kernel_pred_ms"] > 0).all()
+    kept = V.kernels_csv(csv)
+    assert kept.is_file()
+    again = V.evaluate_devset(models, bundle, csv, policy=QUICK)  # every row and its kernels done: reused
+    pd.testing.assert_frame_equal(again.worst, dev.worst, check_dtype=False)
+    md = write_report(None, tmp_path / "report", dev)["report.md"].read_text()
+    assert md.index("## Worst real exported models") < md.index("## Real exported models")
