@@ -279,6 +279,14 @@ def print_one(est: ModelEstimate, top: int, held_out: Scores) -> None:
                 + escape(", ".join(f"{op} x{n} -> {source}" for op, source, n in est.fallback_counts())))
     else:
         c.print("every kernel was predicted by its own op type's forest")
+    cl = est.clamped
+    if cl:
+        c.print(f"[yellow]{plural(len(cl), 'kernel')} clamped to the physical band[/] (the forest's answer lay outside "
+                f"its family's band around the kernel's roofline): "
+                + escape(", ".join(f"{op} x{n} {side}" for op, side, n in est.clamp_counts())))
+        for k in sorted(cl, key=lambda k: -k.pred_ms)[:top]:
+            c.print(f"  {escape(str(k.node_name)[:60])} ({escape(k.op_type)}): {k.pred_ms:.4f} ms, roofline "
+                    f"{k.roofline_ms:.4f} ms ({k.clamped})")
 
 
 def print_batch(results: Sequence[ModelResult], wall_s: float) -> None:
@@ -287,14 +295,14 @@ def print_batch(results: Sequence[ModelResult], wall_s: float) -> None:
 
     c = stdout_console()
     t = titled_table(f"{plural(len(results), 'model')} predicted in {wall_s:.1f} s")
-    for col in ("model", "kernels", "Σ kernel ms", "predicted ms", "p10–p90 ms", "fallback"):
+    for col in ("model", "kernels", "Σ kernel ms", "predicted ms", "p10–p90 ms", "fallback", "clamped"):
         t.add_column(col, justify="left" if col == "model" else "right")
     for r in results:
         if isinstance(r, PredictFailure):
-            t.add_row(escape(Path(r.model).name), "", "", "[red]error[/]", escape(r.error[:60]), "")
+            t.add_row(escape(Path(r.model).name), "", "", "[red]error[/]", escape(r.error[:60]), "", "")
         else:
             t.add_row(escape(Path(r.model).name), str(r.n_kernels), f"{r.sum_ms:.3f}", f"{r.latency_ms:.3f}",
-                      f"{r.low_ms:.3f}–{r.high_ms:.3f}", str(len(r.fallback)))
+                      f"{r.low_ms:.3f}–{r.high_ms:.3f}", str(len(r.fallback)), str(len(r.clamped)))
     c.print(t)
 
 
