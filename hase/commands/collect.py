@@ -26,6 +26,7 @@ from hase.commands.common import (
     add_ep_arg,
     add_store_arg,
     add_threads_arg,
+    plural,
     stderr_console,
     stdout_console,
     titled_table,
@@ -298,10 +299,10 @@ def noise_lines(report: coll.CollectReport, worst: int = 5) -> list[str]:
     lines = []
     if report.busy_jobs:
         shown = ", ".join(f"{t} ({r:.2f}x)" for t, r in sorted(report.busy_jobs, key=lambda j: -j[1])[:worst])
-        lines.append(f"host busy (canary slower than its reference) during {len(report.busy_jobs)} jobs, worst: "
-                     f"{shown}; their rows are flagged host_busy")
+        lines.append(f"host busy (canary slower than its reference) during {plural(len(report.busy_jobs), 'job')}, "
+                     f"worst: {shown}; their rows are flagged host_busy")
     if report.noisy_models:
         shown = ", ".join(f"{m} ({s:.0%})" for m, s in sorted(report.noisy_models, key=lambda j: -j[1])[:worst])
-        lines.append(f"{len(report.noisy_models)} models varied more than the noise bound between blocks, worst: "
-                     f"{shown}; their latency is the quietest block's")
+        lines.append(f"{plural(len(report.noisy_models), 'model')} varied more than the noise bound between blocks, "
+                     f"worst: {shown}; their latency is the quietest block's")
     return lines

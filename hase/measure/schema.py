@@ -115,6 +115,8 @@ def check_integrity(conn: sqlite3.Connection, path: Path) -> None:
     try:
         rows = [r[0] for r in conn.execute("PRAGMA quick_check").fetchall()]
     except sqlite3.DatabaseError as exc:
+        if not any(word in str(exc).lower() for word in ("malformed", "not a database", "corrupt")):
+            raise  # not damage: the file cannot be opened or locked (a read-only folder), which the Store says
         raise HaseError(f"store {path} is corrupt ({exc}): restore it from a backup or {_HINT}") from None
     if rows != ["ok"]:
         raise HaseError(f"store {path} is corrupt (quick_check: {rows[0][:120]}): restore it from a backup "

@@ -146,6 +146,17 @@ class Store:
             schema.create(self.conn)
         else:
             schema.migrate(self.conn, version)
+        self._check_writable()
+
+    def _check_writable(self) -> None:
+        """Write to the store now (its own schema version, rolled back), so that a read-only file, folder or file
+        system is one error line before any work starts, not an error after a first job, under progress bars."""
+        version = int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.execute(f"PRAGMA user_version = {version}")
+        finally:
+            self.conn.execute("ROLLBACK")
 
     def _use_wal(self) -> None:
         """Switch the store to WAL, retrying while another process switches it at the same moment.
