@@ -1,7 +1,7 @@
 """Benchmark: does a predictor trained on measurements taken under load stay within noise of a quiet one?
 
 Issue 8, item 4: the canary flags (or waits out) jobs measured on a busy host, and training drops or down-weights
-them (`[training] busy` in configs/predictor.toml, `hase/predict/busy.py`). This shows what that is worth:
+them (`[training] busy` in configs/predictor.toml, `hase/predict/trust.py`). This shows what that is worth:
 
 1. Collect a small zoo (`benchmarks/zoo_loaded.toml`, five families) on `cpu-1t` twice, into two scratch stores
    under /tmp, with this process pinned to one core: once **quiet**, once **loaded** -- a busy-loop process

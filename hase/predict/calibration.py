@@ -97,7 +97,7 @@ def fit_calibration(sum_ms: ArrayLike, n_kernels: ArrayLike, measured_ms: ArrayL
     ols minimises squared ms (large models dominate); relative minimises squared relative error
     (what RMSPE measures); huber is relative with the robust Huber loss (a few odd models cannot
     pull the fit). `weight` (one per model, > 0; all 1 when None) scales each model's share of the loss:
-    training gives models measured on a busy host less (`hase.predict.busy`). Fewer models than
+    training gives models measured on a busy host less (`hase.predict.trust`). Fewer models than
     coefficients + 1 falls back to `raw`.
     """
     if form not in FORMS or fitter not in FITTERS:

@@ -3,7 +3,7 @@
 Held-out means leave-family-out: each model family in turn is removed from training (its kernels'
 measurements and its models' latencies), predicted, and scored, so a family is never judged by a
 predictor that saw it. Rows measured on a busy host are dropped or down-weighted in every fit as the
-`BusyPolicy` says (`hase.predict.busy`; none given: every row weighs 1); scoring uses every model.
+`BusyPolicy` says (`hase.predict.trust`; none given: every row weighs 1); scoring uses every model.
 Training uses these folds to choose the target and calibration; evaluation reports them. Two long-format
 frames come out, with the column names below:
 
@@ -20,10 +20,10 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from hase.predict import dataset as D
-from hase.predict.busy import KEEP, BusyPolicy, model_weights, training_rows
 from hase.predict.calibration import CANDIDATES, Calibration, fit_calibration
 from hase.predict.metrics import grouped_metrics
 from hase.predict.predictor import KEY, PRED_MS, SOURCE, KernelPredictor
+from hase.predict.trust import KEEP, BusyPolicy, model_weights, training_rows
 from hase.zoo.blocks import is_sampled
 
 TARGET, SPLIT, CALIBRATION, FOLD = "target", "split", "calibration", "fold"

@@ -8,7 +8,7 @@ Column names of these tables are the constants below (the one place they are def
             OP_TYPE, SPAN_MS, KERNEL_TIME_MS (in-model, median over profiled runs)
 - models:   one row per measured model: MODEL_ID, FAMILY, MEASURED_MS, N_KERNELS, NOISY (block medians over
             the noise bound), HOST_BUSY (the canary found the host busy before the model's runs; False where
-            not recorded), so evaluation can count them and training drop or down-weight them (`hase.predict.busy`)
+            not recorded), so evaluation can count them and training drop or down-weight them (`hase.predict.trust`)
 
 MEASURED_MS, the ground truth training calibrates against and evaluation compares to, is the robust
 session.run latency (`latency_ms`: the minimum of block medians, `hase.runtime.robust`); rows measured before

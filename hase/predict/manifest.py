@@ -217,7 +217,7 @@ class TargetEntry:
 class TrainingData:
     """Where a predictor's training data came from and how much of it there was.
 
-    `busy` (`hase.predict.busy.summary`): the policy for rows measured on a busy host or noisy, and how many
+    `busy` (`hase.predict.trust.summary`): the policy for rows measured on a busy host or noisy, and how many
     models and kernels (per target) were suspect, dropped and down-weighted; empty in manifests written before
     it existed (and then left out of the JSON, so their digests still match).
     """

@@ -172,7 +172,7 @@ class KernelPredictor:
         generic fallback mixes every op type by element count, so it is only for keys too rare for a forest.
 
         `sample_weight` (one per kernel, > 0; all 1 when None) multiplies each kernel's weight in the forests and
-        their cost bases: training gives kernels measured on a busy host less (`hase.predict.busy`).
+        their cost bases: training gives kernels measured on a busy host less (`hase.predict.trust`).
         """
         y = np.asarray(latency_ms, dtype=np.float64)
         if len(specs) != len(y) or not len(y):

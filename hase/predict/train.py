@@ -5,7 +5,7 @@ Steps: read the device's measurements; for every target, hold out each model fam
 target's calibration by held-out RMSPE; fit the final forests on all families; fit the FLOPs
 baselines; write the predictor directory (.npz arrays + JSON per target, CSV tables of the folds, manifest.json).
 Every fit drops or down-weights the rows measured on a busy host (or noisy) as `[training] busy` says
-(`hase.predict.busy`); the manifest's `training_data.busy` counts what that did.
+(`hase.predict.trust`); the manifest's `training_data.busy` counts what that did.
 """
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ from hase.errors import HaseError
 from hase.files import load_toml
 from hase.measure.types import HostPeaks
 from hase.predict import baselines as B
-from hase.predict import busy as BZ
 from hase.predict import crossval as CV
 from hase.predict import dataset as D
 from hase.predict import provenance as NZ
+from hase.predict import trust
 from hase.predict.bundle import (
     BASELINES_CSV,
     CV_KERNELS_CSV,
@@ -82,9 +82,9 @@ class TrainConfig:
                                self.tree_mean, peaks.to_dict() if peaks is not None else None, self.roofline,
                                self.band_margin, self.clamp, "node" if target == "span" else "call")
 
-    def busy_policy(self) -> BZ.BusyPolicy:
-        """What training does with rows measured on a busy host or noisy (`hase.predict.busy`)."""
-        return BZ.BusyPolicy(self.busy, self.busy_weight)
+    def busy_policy(self) -> trust.BusyPolicy:
+        """What training does with rows measured on a busy host or noisy (`hase.predict.trust`)."""
+        return trust.BusyPolicy(self.busy, self.busy_weight)
 
 
 def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
@@ -195,7 +195,7 @@ def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device
         if progress:
             progress(f"{target}: final forests on all families")
         pred, cal, fit_data = _final(data, target, cfg, str(best.loc[target, CV.CALIBRATION]))
-        counts[target] = BZ.training_rows(data, target, cfg.busy_policy())[2]
+        counts[target] = trust.training_rows(data, target, cfg.busy_policy())[2]
         finals[target] = pred
         train_rows.append(CV.in_sample(data, target, pred, cal))
         entries[target] = _target_entry(target, pred, CalibrationEntry(cal, _records(fit_data)), scores, held,
@@ -203,7 +203,7 @@ def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device
     if progress:
         progress("FLOPs baselines (leave-family-out)")
     baselines = B.baseline_lofo(data)
-    busy = BZ.summary(cfg.busy_policy(), BZ.model_counts(data, cfg.busy_policy()), counts)
+    busy = trust.summary(cfg.busy_policy(), trust.model_counts(data, cfg.busy_policy()), counts)
     log.debug("%s: rows measured on a busy host or noisy: %s", data.device, busy)
     manifest = _manifest(data, store_path, cfg, default_target, entries, baselines, busy)
     saved = {t: p for t, p in finals.items() if cfg.save_targets == "all" or t == default_target}
@@ -240,10 +240,10 @@ def _final(data: D.DeviceData, target: str, cfg: TrainConfig,
     ids = CV.scored_ids(data, data.models[D.MODEL_ID])  # calibration: models users run, not one-kernel blocks
     sums = CV.calibration_sums(data, target, pred, ids, cfg.calibrate_on)
     m = data.models.set_index(D.MODEL_ID).loc[ids]
-    weight = BZ.model_weights(data, cfg.busy_policy(), ids)
+    weight = trust.model_weights(data, cfg.busy_policy(), ids)
     cal = fit_calibration(sums, m[D.N_KERNELS], m[D.MEASURED_MS], form, fitter or "none", weight)
     fit = pd.DataFrame({D.FAMILY: m[D.FAMILY], "sum_ms": sums, D.N_KERNELS: m[D.N_KERNELS],
-                        D.MEASURED_MS: m[D.MEASURED_MS], BZ.WEIGHT: weight})
+                        D.MEASURED_MS: m[D.MEASURED_MS], trust.WEIGHT: weight})
     fit["fitted_ms"] = cal.apply(fit["sum_ms"], fit[D.N_KERNELS])
     fit["residual_pct"] = (fit["fitted_ms"] / fit[D.MEASURED_MS] - 1) * 100
     return pred, cal, fit.reset_index()

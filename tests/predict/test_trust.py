@@ -1,4 +1,4 @@
-"""hase.predict.busy and its use in training: rows measured on a busy host are dropped or down-weighted.
+"""hase.predict.trust and its use in training: rows measured on a busy host are dropped or down-weighted.
 
 The store is real: tiny models collected with ONNX Runtime the way `hase collect` does it, in two runs. The
 first sees a quiet host; in the second the canary (scripted: quiet at its reference, twice as slow at every
@@ -22,9 +22,9 @@ from conftest import REPO, conv_bn_relu_model, embedding_model
 from tiny_store import mlp_model
 
 from hase.errors import HaseError
-from hase.predict import busy as BZ
 from hase.predict import crossval as CV
 from hase.predict import dataset as D
+from hase.predict import trust
 from hase.predict.bundle import read_manifest
 from hase.predict.calibration import fit_calibration
 from hase.predict.manifest import Manifest, manifest_digest
@@ -112,8 +112,8 @@ def _occurrences(data: D.DeviceData) -> pd.DataFrame:
 
 
 def test_drop_leaves_out_busy_spans_with_a_clean_twin_and_weights_the_rest(data):
-    policy = BZ.BusyPolicy("drop", 0.2)
-    y, w, counts = BZ.training_rows(data, "span", policy)
+    policy = trust.BusyPolicy("drop", 0.2)
+    y, w, counts = trust.training_rows(data, "span", policy)
     occ = _occurrences(data)
     twins = occ[occ["suspect"] & occ["has_clean"]]
     assert counts.dropped == len(twins) >= (data.nodes[D.MODEL_ID] == "convnet1b").sum() > 0
@@ -127,37 +127,38 @@ def test_drop_leaves_out_busy_spans_with_a_clean_twin_and_weights_the_rest(data)
 
 def test_weight_keeps_every_span_and_keep_ignores_the_flags(data):
     old = D.kernel_targets(data, "span")
-    y, w, counts = BZ.training_rows(data, "span", BZ.BusyPolicy("weight", 0.2))
+    y, w, counts = trust.training_rows(data, "span", trust.BusyPolicy("weight", 0.2))
     assert counts.dropped == 0 and y.equals(old)
     occ = _occurrences(data)
     expected = occ.assign(w=np.where(occ["suspect"], 0.2, 1.0)).groupby(D.KERNEL_ID)["w"].mean()
     assert np.allclose(w, expected[w.index]) and counts.weighted == (expected < 1).sum() > 0
-    y, w, counts = BZ.training_rows(data, "span", BZ.KEEP)
+    y, w, counts = trust.training_rows(data, "span", trust.KEEP)
     assert y.equals(old) and (w == 1.0).all() and (counts.dropped, counts.weighted) == (0, 0)
 
 
 def test_standalone_rows_of_busy_jobs_are_down_weighted_never_dropped(store, data):
     busy = _busy_kernels(store)
     for mode in ("drop", "weight"):
-        y, w, counts = BZ.training_rows(data, "warm", BZ.BusyPolicy(mode, 0.25))
+        y, w, counts = trust.training_rows(data, "warm", trust.BusyPolicy(mode, 0.25))
         assert y.equals(D.kernel_targets(data, "warm")) and counts.dropped == 0
         assert set(w.index[w < 1]) == busy & set(y.index) and set(w[w < 1]) == {0.25}
         assert counts.suspect == counts.weighted == len(busy & set(y.index))
     held = list(data.models.loc[data.models[D.FAMILY] != "mlp", D.MODEL_ID])  # a fold's training models
-    y, w, _ = BZ.training_rows(data, "warm", BZ.BusyPolicy(), held)
+    y, w, _ = trust.training_rows(data, "warm", trust.BusyPolicy(), held)
     assert y.equals(D.kernel_targets(data, "warm", held)) and w.index.equals(y.index)
 
 
 def test_model_weights_follow_busy_and_noisy(data):
-    policy = BZ.BusyPolicy("drop", 0.2)
+    policy = trust.BusyPolicy("drop", 0.2)
     ids = list(data.models[D.MODEL_ID])
-    w = BZ.model_weights(data, policy, ids)
+    w = trust.model_weights(data, policy, ids)
     assert list(w.index) == ids and dict(w[w < 1]) == dict.fromkeys(BUSY, 0.2)
     noisy = dataclasses.replace(data, models=data.models.assign(**{D.NOISY: data.models[D.MODEL_ID] == "mlp0"}))
-    assert BZ.model_weights(noisy, policy, ["mlp0", "mlp1"]).tolist() == [0.2, 1.0]
-    counts = BZ.model_counts(noisy, policy)
+    assert trust.model_weights(noisy, policy, ["mlp0", "mlp1"]).tolist() == [0.2, 1.0]
+    counts = trust.model_counts(noisy, policy)
     assert counts == {"rows": 9, "host_busy": 4, "noisy": 1, "suspect": 5, "dropped": 0, "weighted": 5}
-    assert BZ.model_counts(noisy, BZ.KEEP)["weighted"] == 0 and (BZ.model_weights(noisy, BZ.KEEP, ids) == 1).all()
+    assert trust.model_counts(noisy, trust.KEEP)["weighted"] == 0
+    assert (trust.model_weights(noisy, trust.KEEP, ids) == 1).all()
 
 
 def test_a_down_weighted_row_barely_moves_the_forest(data):
@@ -195,8 +196,8 @@ def test_a_fold_fits_its_calibration_with_the_weights(data):
     slow = data.models.assign(**{D.MEASURED_MS: np.where(data.models[D.HOST_BUSY], 3.0, 1.0)
                                  * data.models[D.MEASURED_MS]})
     skewed = dataclasses.replace(data, models=slow)
-    weight = BZ.BusyPolicy("weight", 1e-3)
-    alpha = {name: _fold_alpha(d, p) for name, d, p in (("keep", skewed, BZ.KEEP), ("weight", skewed, weight),
+    weight = trust.BusyPolicy("weight", 1e-3)
+    alpha = {name: _fold_alpha(d, p) for name, d, p in (("keep", skewed, trust.KEEP), ("weight", skewed, weight),
                                                          ("clean", data, weight))}
     assert abs(alpha["weight"] / alpha["clean"] - 1) < 0.02 < abs(alpha["keep"] / alpha["clean"] - 1)
 
@@ -205,7 +206,7 @@ def _small_forests() -> KernelPredictor:
     return KernelPredictor({"default": {"n_estimators": 4, "max_depth": 6}}, min_samples=3)
 
 
-def _fold_alpha(data: D.DeviceData, policy: BZ.BusyPolicy) -> float:
+def _fold_alpha(data: D.DeviceData, policy: trust.BusyPolicy) -> float:
     """alpha of the relative-least-squares calibration of the fold that holds out `embed`."""
     rows = CV.fold_frames(data, "warm", "embed", _small_forests, "measured", policy)[0]
     return float(rows.loc[rows[CV.CALIBRATION] == "scale/relative", CV.ALPHA].iloc[0])
@@ -223,7 +224,7 @@ def test_config_checks_the_policy(tmp_path, extra, match):
 
 def test_shipped_config_drops_by_default():
     cfg = load_train_config(REPO / "configs" / "predictor.toml")
-    assert cfg.busy_policy() == BZ.BusyPolicy("drop", 0.2)
+    assert cfg.busy_policy() == trust.BusyPolicy("drop", 0.2)
 
 
 @pytest.mark.parametrize("mode", ["drop", "keep"])
@@ -232,17 +233,17 @@ def test_train_records_what_it_dropped_and_weighted(store, data, tmp_path, mode)
     path.write_text(CONFIG.format(extra=f'busy = "{mode}"\nbusy_weight = 0.2'))
     res = train(store, tmp_path / "out", load_train_config(path))
     busy = res.manifest.training_data.busy
-    policy = BZ.BusyPolicy(mode, 0.2)
+    policy = trust.BusyPolicy(mode, 0.2)
     assert busy["policy"] == mode and busy["busy_weight"] == 0.2
-    assert busy["models"] == BZ.model_counts(data, policy)
+    assert busy["models"] == trust.model_counts(data, policy)
     for target in ("warm", "span"):
-        assert busy["kernels"][target] == BZ.training_rows(data, target, policy)[2].to_dict()
+        assert busy["kernels"][target] == trust.training_rows(data, target, policy)[2].to_dict()
     if mode == "drop":
         assert busy["kernels"]["span"]["dropped"] > 0 and busy["models"]["weighted"] == 4
     else:
         assert all(c["dropped"] == c["weighted"] == 0 for c in busy["kernels"].values())
     fit = pd.DataFrame(res.manifest.target("span").calibration.fit_data).set_index(D.MODEL_ID)
-    assert dict(fit.loc[fit[BZ.WEIGHT] < 1, BZ.WEIGHT]) == ({} if mode == "keep" else dict.fromkeys(BUSY, 0.2))
+    assert dict(fit.loc[fit[trust.WEIGHT] < 1, trust.WEIGHT]) == ({} if mode == "keep" else dict.fromkeys(BUSY, 0.2))
     assert res.manifest.config["busy"] == mode
 
 
