@@ -83,3 +83,17 @@ def train_tiny(root: Path) -> Path:
         (root / "tiny.toml").write_text(TINY_CONFIG)
         train(build_tiny_store(root), out, load_train_config(root / "tiny.toml"))
     return out
+
+
+def adapt_tiny(root: Path, budget_s: float = 40.0) -> Path:
+    """Adapt the tiny predictor to this host (`hase.predict.adapt`) with the tiny models as the transfer set, into
+    root/adapted (reused when already there); returns the adapted predictor's folder."""
+    from hase.predict.adapt import adapt
+    from hase.runtime.host import host_fingerprint
+
+    out = root / "adapted" / f"cpu-1t@{host_fingerprint().digest}"
+    if not (out / "manifest.json").exists():
+        predictors = train_tiny(root)
+        sources = [ModelSource(p.stem, p.stem.rstrip("0123456789"), p) for p in sorted(root.glob("*.onnx"))]
+        adapt("cpu-1t", sources, budget_s, root / "adapted", predictors)
+    return out

@@ -1,0 +1,85 @@
+"""hase.predict.adapt on the tiny store's predictor: the adapted predictor loads, records its source and this host's
+fingerprint and signature, predicts, and is the one the lookup picks here; its scales fold into the forests; an
+interrupted adaptation writes nothing. Trained predictors keep their machine's fingerprint, signature and noise."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tiny_store import adapt_tiny, build_tiny_store, train_tiny
+
+from hase.errors import HaseError
+from hase.measure.signature import Signature
+from hase.measure.types import ModelSource
+from hase.predict.adapt import MeasuredModel, adapt, scale_forests
+from hase.predict.bundle import load_bundle, read_manifest
+from hase.predict.dataset import load_device_data
+from hase.predict.estimate import estimate_model
+from hase.predict.locate import find_predictor
+from hase.runtime.host import host_fingerprint
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny store, its trained predictor and its adaptation to this host."""
+    root = tmp_path_factory.mktemp("tiny")
+    build_tiny_store(root)
+    train_tiny(root)
+    adapt_tiny(root)
+    return root
+
+
+def test_a_trained_predictor_keeps_its_machine_and_its_store_noise(root):
+    m = read_manifest(root / "predictors" / "cpu-1t")
+    assert m.host == host_fingerprint()
+    sig = Signature.from_dict(m.signature or {})
+    assert sig.host_fp == m.host.digest and {p.family for p in sig.probes} >= {"conv", "gemm", "pool"}
+    assert m.noise["models"] == 9 and m.noise["jobs"] > 9 and 0 <= m.noise["busy_share"] <= 1
+    assert m.noise["model_spread_median"] is not None
+
+
+def test_the_adapted_predictor_loads_records_its_source_and_predicts(root):
+    out = adapt_tiny(root)
+    bundle = load_bundle(out)
+    m = bundle.manifest
+    assert out.name == f"cpu-1t@{host_fingerprint().digest}" and m.device == "cpu-1t"
+    assert m.adaptation["source_path"] == str(root / "predictors" / "cpu-1t") and m.host == host_fingerprint()
+    assert Signature.from_dict(m.signature or {}).host_fp == host_fingerprint().digest
+    assert m.adaptation["scales"] and len(m.adaptation["models"]) == 9
+    assert m.target(bundle.default_target).calibration.calibration.to_dict() == m.adaptation["calibration"]["after"]
+    assert find_predictor("cpu-1t", out.parent).path == out  # the lookup prefers the adaptation made here
+    with pytest.raises(HaseError, match="no trained predictor"):  # adapt starts from the device's own, never this
+        find_predictor("cpu-1t", out.parent, adapted=False)
+    est = estimate_model(root / "mlp0.onnx", bundle)
+    assert est.latency_ms > 0 and est.n_kernels == 3
+
+
+def test_scale_factors_fold_into_the_forests(root):
+    data = load_device_data(root / "tiny.sqlite")
+    specs = list(data.specs.values())[:12]
+    pred = load_bundle(root / "predictors" / "cpu-1t").predictors["warm"]
+    base = pred.predict(specs)
+    doubled = MeasuredModel("x", "convnet", 1.0, tuple(specs), tuple(2 * base))
+    scaled, scales, global_scale = scale_forests(pred, [doubled], shrink=5.0)
+    assert global_scale == pytest.approx(2.0) and all(s["scale"] == pytest.approx(2.0) for s in scales.values())
+    np.testing.assert_allclose(scaled.predict(specs), 2 * base, rtol=1e-9)
+    np.testing.assert_allclose(pred.predict(specs), base)  # the source is left as it was
+    # one kernel measured 4x, the rest as predicted: its forest's scale is shrunk toward the global one
+    once = MeasuredModel("y", "convnet", 1.0, tuple(specs), tuple([4 * base[0], *base[1:]]))
+    _, scales, g = scale_forests(pred, [once], shrink=5.0)
+    key = pred.route(specs[0])
+    label = key[0] if key[1] == "op" else f"{key[2].family}:{key[1]}"
+    assert 1.0 < scales[label]["scale"] < scales[label]["measured_ratio"] <= 4.0 and g > 1.0
+
+
+def test_an_interrupted_adaptation_writes_nothing(root, tmp_path):
+    sources = [ModelSource(p.stem, "tiny", p) for p in sorted(root.glob("*.onnx"))]
+
+    def stop(msg: str) -> None:
+        if msg.startswith("transfer model 2"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        adapt("cpu-1t", sources, 40.0, tmp_path / "out", root / "predictors", progress=stop)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
