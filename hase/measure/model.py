@@ -22,7 +22,7 @@ from hase.measure.store import DECOMP_COLS, robust_row
 from hase.measure.types import MeasureSettings, ModelSource
 from hase.profiling import decompose as profile
 from hase.profiling.gpu.attribute import GPU_BUSY_US, attribute
-from hase.profiling.gpu.placement import split_cpu_nodes
+from hase.profiling.gpu.cpu_preferred import split_cpu_nodes
 from hase.profiling.run import ProfileResult, profile_model
 from hase.runtime import sessions
 from hase.runtime.profile import CPU_PROVIDER, MEMCPY_OPS
@@ -97,7 +97,7 @@ def measure_model(model: onnx.ModelProto, src: ModelSource, nodes: list[KernelNo
 
 def cpu_fallback_count(summary: Any, graph: onnx.GraphProto | None) -> int:
     """Nodes of an accelerator session that run on the CPU for want of a kernel: the profile's CPU nodes less
-    the shape computations ORT places on the CPU on purpose (`hase.profiling.gpu.placement`). 0 on the CPU EP
+    the shape computations ORT places on the CPU on purpose (`hase.profiling.gpu.cpu_preferred`). 0 on the CPU EP
     (`graph` None)."""
     if graph is None:
         return 0

@@ -12,7 +12,7 @@ import pytest
 from hase.errors import HaseError
 from hase.measure.model import cpu_fallback_count
 from hase.profiling import decompose as P
-from hase.profiling.gpu.placement import shape_subgraph_nodes
+from hase.profiling.gpu.cpu_preferred import shape_subgraph_nodes
 from hase.profiling.run import profile_model
 from hase.runtime import sessions
 from hase.runtime.types import EPConfig

@@ -1,4 +1,4 @@
-"""hase.profiling.gpu.placement: CPU nodes of a CUDA session split into ORT's deliberate shape-subgraph placement
+"""hase.profiling.gpu.cpu_preferred: CPU nodes of a CUDA session split into ORT's deliberate shape-subgraph placement
 and true fallbacks, on real exported models' graphs and on tiny graphs built for one rule each."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from hase.profiling.gpu.placement import shape_subgraph_nodes, split_cpu_nodes
+from hase.profiling.gpu.cpu_preferred import shape_subgraph_nodes, split_cpu_nodes
 
 MODELS = Path(__file__).parents[2] / "data" / "models"
 

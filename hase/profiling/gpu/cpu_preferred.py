@@ -1,4 +1,4 @@
-"""Which of a CUDA session's CPU nodes ONNX Runtime put there on purpose: shape computations.
+"""Which of a CUDA session's CPU nodes ONNX Runtime prefers on the CPU on purpose: shape computations.
 
 ORT's partitioner (`GetCpuPreferredNodes`, onnxruntime/core/framework/fallback_cpu_capability.cc) moves to the
 CPU every node that only computes on small CPU tensors: starting from the outputs the CUDA kernels leave in host
