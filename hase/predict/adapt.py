@@ -41,7 +41,7 @@ from hase.measure.types import MeasureSettings, ModelSource
 from hase.predict.bundle import PredictorBundle, load_bundle, manifest_ep_config, save_bundle
 from hase.predict.calibration import Calibration, fit_calibration
 from hase.predict.estimate import compose
-from hase.predict.forest import Member
+from hase.predict.forest import FittedForest
 from hase.predict.locate import adapted_name, find_predictor
 from hase.predict.manifest import CalibrationEntry
 from hase.predict.metrics import score
@@ -184,7 +184,7 @@ def measure_one(src: ModelSource, ep: EPConfig, target: str, settings: MeasureSe
                          tuple(float(v) if v is not None and v > 0 else math.nan for v in values))
 
 
-def _member_label(key: str, source: str, member: Member) -> str:
+def _member_label(key: str, source: str, member: FittedForest) -> str:
     return key if source == "op" else f"{member.family}:{source}"
 
 
@@ -221,9 +221,9 @@ def scale_forests(pred: KernelPredictor, measured: Sequence[MeasuredModel],
 def _scaled_copy(pred: KernelPredictor, logs: dict[int, float], g: float) -> KernelPredictor:
     """`pred` with each member's leaves shifted by its log scale (`logs`, keyed by the member's id in `pred`; `g`
     for a member no kernel measured)."""
-    new: dict[int, Member] = {}
+    new: dict[int, FittedForest] = {}
 
-    def scaled(m: Member) -> Member:
+    def scaled(m: FittedForest) -> FittedForest:
         if id(m) not in new:
             s = logs.get(id(m), g)
             value = m.forest.value + s if pred.log_target else m.forest.value * math.exp(s)

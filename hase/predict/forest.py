@@ -131,7 +131,7 @@ def pack_forest(forest: RandomForestRegressor) -> PackedForest:
 
 
 @dataclass(frozen=True)
-class Member:
+class FittedForest:
     """One fitted forest: its feature family, and the linear cost base its trees correct.
 
     With a base, the trees predict log(latency / base) where base = a*flops + b*bytes + c (a, b, c >= 0,

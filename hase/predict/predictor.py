@@ -23,7 +23,7 @@ from hase.kernels.types import KernelSpec
 from hase.measure.types import HostPeaks
 from hase.predict import features as F
 from hase.predict import roofline as R
-from hase.predict.forest import ARRAY_DTYPES, Member, PackedForest, fit_base, linear_base_ms, pack_forest
+from hase.predict.forest import ARRAY_DTYPES, FittedForest, PackedForest, fit_base, linear_base_ms, pack_forest
 from hase.predict.manifest import RETRAIN, PredictorSummary
 
 if TYPE_CHECKING:  # pragma: no cover - pandas loads only where a DataFrame is asked for
@@ -110,9 +110,9 @@ class KernelPredictor:
             kernels) or a node's ("node": spans inside a model).
     """
 
-    forests_: dict[str, Member]
-    family_forests_: dict[str, Member]
-    generic_: Member
+    forests_: dict[str, FittedForest]
+    family_forests_: dict[str, FittedForest]
+    generic_: FittedForest
     skipped_: dict[str, str]
     n_samples_: dict[str, int]
     n_kernels_: int
@@ -217,7 +217,7 @@ class KernelPredictor:
                                 f"({F.family_of(op).name} != {F.family_of(to).name}); fix [keys] in the config")
 
     def _fit_one(self, specs: Sequence[KernelSpec], y: NDArray[np.float64], w: NDArray[np.float64],
-                 idx: NDArray[np.intp], family: F.FeatureFamily, key: str) -> Member:
+                 idx: NDArray[np.intp], family: F.FeatureFamily, key: str) -> FittedForest:
         from sklearn.ensemble import RandomForestRegressor
 
         p = params_for(self.params, key, family.name)
@@ -234,7 +234,7 @@ class KernelPredictor:
             n_jobs=self.n_jobs)
         weight = yy**self.weight_power * w[idx]
         forest.fit(X, np.log(ratio) if self.log_target else ratio, sample_weight=weight / weight.mean())
-        return Member(family.name, pack_forest(forest), base, floor_ms, use_roofline)
+        return FittedForest(family.name, pack_forest(forest), base, floor_ms, use_roofline)
 
     def _roofline_X(self, X: NDArray[np.float32], family: F.FeatureFamily) -> NDArray[np.float64]:
         """The roofline time of each row of a family's feature matrix (from its flops and bytes columns)."""
@@ -244,12 +244,12 @@ class KernelPredictor:
         cols = family.column_names
         return R.roofline_ms(peaks, X[:, cols.index("flops")], X[:, cols.index("bytes")], self.overhead)
 
-    def _base_ms(self, member: Member, X: NDArray[np.float32], family: F.FeatureFamily) -> NDArray[np.float64]:
+    def _base_ms(self, member: FittedForest, X: NDArray[np.float32], family: F.FeatureFamily) -> NDArray[np.float64]:
         """What the member's trees correct: the roofline time, or its linear base."""
         return self._roofline_X(X, family) if member.roofline else member.base_ms(X, family)
 
     # ------------------------------------------------------------------ predict
-    def route(self, spec: KernelSpec) -> tuple[str, str, Member]:
+    def route(self, spec: KernelSpec) -> tuple[str, str, FittedForest]:
         """(predictor key, source, forest) for a kernel: its own forest, its family's, or the generic one."""
         key = self.key_of(spec)
         if key in self.forests_:
@@ -307,7 +307,7 @@ class KernelPredictor:
             draws = np.clip(draws, low[:, None], high[:, None])
         return Routes([r[0] for r in routes], [r[1] for r in routes], pred, draws, roof, clamped)
 
-    def _tree_predictions(self, member: Member, X: NDArray[np.float32]) -> NDArray[np.float64]:
+    def _tree_predictions(self, member: FittedForest, X: NDArray[np.float32]) -> NDArray[np.float64]:
         out = member.forest.predict_trees(X)
         return np.exp(out) if self.log_target else np.maximum(out, 0.0)
 
@@ -326,7 +326,7 @@ class KernelPredictor:
             >>> meta, arrays = fitted.to_arrays()
             >>> KernelPredictor.from_arrays(meta, arrays).predict(specs)  # == fitted.predict(specs), bit for bit
         """
-        members: dict[int, tuple[int, Member]] = {}
+        members: dict[int, tuple[int, FittedForest]] = {}
         for m in (*self.forests_.values(), *self.family_forests_.values(), self.generic_):
             members.setdefault(id(m), (len(members), m))
         index = {key: i for key, (i, _) in members.items()}
@@ -354,7 +354,7 @@ class KernelPredictor:
                       if name in params or name not in PARAM_DEFAULTS})
         members = _members(_get(meta, "members", (list,), ""), arrays)
 
-        def pick(where: str, i: Any) -> Member:
+        def pick(where: str, i: Any) -> FittedForest:
             if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < len(members):
                 raise ValueError(f"{where} refers to member {i!r}, not one of 0..{len(members) - 1}")
             return members[i]
@@ -415,7 +415,7 @@ def _tree_mean(trees: NDArray[np.float64], how: str) -> NDArray[np.float64]:
     return np.asarray(np.exp(np.log(np.maximum(trees, 1e-12)).mean(axis=0)), dtype=np.float64)
 
 
-def _member_json(m: Member) -> dict[str, Any]:
+def _member_json(m: FittedForest) -> dict[str, Any]:
     """A member's numbers and names (its arrays are saved beside them); the family's columns let a load
     notice a feature schema that changed since training."""
     out = {"family": m.family, "columns": list(F.get_family(m.family).column_names), "base": list(m.base),
@@ -423,7 +423,7 @@ def _member_json(m: Member) -> dict[str, Any]:
     return {**out, "roofline": True} if m.roofline else out
 
 
-def _members(records: list[Any], arrays: Mapping[str, NDArray[Any]]) -> list[Member]:
+def _members(records: list[Any], arrays: Mapping[str, NDArray[Any]]) -> list[FittedForest]:
     """Every member from its JSON record and its arrays; an array no member uses is a ValueError too."""
     members = []
     for i, record in enumerate(records):
@@ -436,8 +436,8 @@ def _members(records: list[Any], arrays: Mapping[str, NDArray[Any]]) -> list[Mem
     return members
 
 
-def _member(d: Mapping[str, Any], i: int, arrays: Mapping[str, NDArray[Any]]) -> Member:
-    """Member i from its JSON record and its arrays, checked against the feature family this Hase computes."""
+def _member(d: Mapping[str, Any], i: int, arrays: Mapping[str, NDArray[Any]]) -> FittedForest:
+    """FittedForest i from its JSON record and its arrays, checked against the feature family this Hase computes."""
     where = f"members[{i}]."
     family = F.get_family(_get(d, "family", (str,), where))
     columns = _get(d, "columns", (list,), where)
@@ -455,7 +455,7 @@ def _member(d: Mapping[str, Any], i: int, arrays: Mapping[str, NDArray[Any]]) ->
     roofline = d.get("roofline", False)
     if not isinstance(roofline, bool):
         raise ValueError(f"{where}roofline is a {type(roofline).__name__}, not true or false")
-    return Member(family.name, forest, (float(base[0]), float(base[1]), float(base[2])),
+    return FittedForest(family.name, forest, (float(base[0]), float(base[1]), float(base[2])),
                   float(_get(d, "floor_ms", (int, float), where)), roofline)
 
 

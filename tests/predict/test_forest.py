@@ -8,7 +8,7 @@ from sklearn.ensemble import RandomForestRegressor
 
 from hase.kernels.types import KernelSpec, TensorSpec
 from hase.predict import features as F
-from hase.predict.forest import ARRAY_DTYPES, Member, PackedForest, fit_base, linear_base_ms, pack_forest
+from hase.predict.forest import ARRAY_DTYPES, FittedForest, PackedForest, fit_base, linear_base_ms, pack_forest
 
 
 def data(n: int, n_features: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -111,5 +111,5 @@ def test_linear_base_has_a_floor_and_a_no_base_mode():
     assert np.all(linear_base_ms(X, fam, (1e-9, 0.0, 0.0), floor_ms=1e3) == 1e3)
     assert np.array_equal(linear_base_ms(X, fam, (0.0, 0.0, 0.0), floor_ms=5.0), np.ones(len(X)))
     forest = pack_forest(RandomForestRegressor(n_estimators=2, random_state=0).fit(X, np.ones(len(X))))
-    member = Member("conv", forest, (1e-9, 0.0, 0.001), 0.0)
+    member = FittedForest("conv", forest, (1e-9, 0.0, 0.001), 0.0)
     assert np.array_equal(member.base_ms(X, fam), base)
