@@ -37,7 +37,7 @@ import numpy as np
 
 from hase.errors import HaseError
 from hase.sampler.ranges import KernelRanges, read_ranges
-from hase.zoo.blocks import ELTWISE_OPS, MOVEMENT_OPS, SOFTMAX_OPS, TRANSPOSE_OPS, block_flops
+from hase.zoo.blocks import ELTWISE_OPS, MOVEMENT_OPS, POOL_KINDS, SOFTMAX_OPS, TRANSPOSE_OPS, block_flops
 from hase.zoo.registry import ModelSpec, get_family
 
 #: block family -> the kernel-ranges family it samples from
@@ -53,6 +53,9 @@ GROUPED_SHARE = 0.15
 GROUP_WIDTHS = (8, 16, 24, 32, 48, 64)
 RESIZE_SHARE = 0.25
 RESIZE_OPS = tuple(op for op in MOVEMENT_OPS if op.startswith("Resize"))
+# PoolFormer's token mixers (pool(x) - x, a 3x3 stride-1 AveragePool without the padding in the mean, then a Sub
+# over the whole activation) are stride-1 average pools in the ranges: this share of those is drawn as a mixer
+MIXER_SHARE = 0.5
 
 
 def _half_on(favoured: str, ops: tuple[str, ...]) -> tuple[float, ...]:
@@ -241,10 +244,12 @@ def _norm(d: Draw) -> dict[str, Any]:
 
 def _pool(d: Draw) -> dict[str, Any]:
     p: dict[str, Any] = {k: d.num(k) for k in ("batch", "channels", "spatial", "kernel", "stride")}
-    p["kind"] = d.cat("kind", ("max", "avg", "global"))
+    p["kind"] = d.cat("kind", POOL_KINDS)  # the ranges have max, avg, global and window (an AveragePool over the plane)
     p["stride"] = min(p["stride"], 4)
-    if p["kind"] == "global":
+    if p["kind"] in ("global", "window"):
         p["kernel"] = p["stride"] = 1  # unused: one name (and one model) per global pool
+    elif p["kind"] == "avg" and p["stride"] == 1 and d.rng.random() < MIXER_SHARE:
+        p["kind"] = "mixer"
     return p
 
 

@@ -143,6 +143,8 @@ def _pool_dims(spec: KernelSpec) -> dict[str, int | str] | None:
     k = x.shape[2] if is_global else int(_attr(spec, "kernel_shape", [1])[0])  # type: ignore[index]
     stride = 1 if is_global else int((_attr(spec, "strides", [1]) or [1])[0])  # type: ignore[index]
     kind = "global" if is_global else "max" if spec.op_type == "MaxPool" else "avg"
+    if kind == "avg" and k >= x.shape[2]:
+        kind = "window"  # global pooling written as an AveragePool over the whole plane (HF's EfficientNet pooler)
     return {"batch": x.shape[0], "channels": x.shape[1], "spatial": x.shape[2], "kernel": k, "stride": stride,
             "kind": kind}
 

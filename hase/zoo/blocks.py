@@ -53,7 +53,13 @@ MAIN_OPS: dict[str, frozenset[str]] = {
     "sampled-norm": frozenset({"LayerNormalization", "SkipLayerNormalization"}),
     "sampled-pool": frozenset({"MaxPool", "AveragePool", "GlobalAveragePool"}),
     "sampled-eltwise": frozenset(ELTWISE_OPS) | {"Resize", "Softmax"},
+    "sampled-resize": frozenset({"Resize"}),
 }
+#: pooling as real graphs write it: `max`/`avg` windows, `global` (GlobalAveragePool), `window` (global pooling
+#: written as an AveragePool whose window is the whole plane, HF's EfficientNet pooler over 1280x7x7) and `mixer`
+#: (PoolFormer's token mixer: a stride-1 AveragePool without the padding in the mean, minus its input)
+POOL_KINDS = ("max", "avg", "global", "window", "mixer")
+RESIZE_MODE_NAMES = ("nearest", "linear", "cubic")
 
 
 def is_sampled(family: str) -> bool:
@@ -125,14 +131,19 @@ def build_norm(g: GraphBuilder, p: dict[str, Any]) -> None:
 @register_family(
     "sampled-pool", _dim("batch", "b", 1), _dim("channels", "c", 64), _dim("spatial", "r", 56),
     Param("kernel", "k", 3, minimum=1, maximum=16), Param("stride", "s", 2, minimum=1, maximum=4),
-    Param("kind", "", "max", choices=("max", "avg", "global")),
+    Param("kind", "", "max", choices=POOL_KINDS),
 )
 def build_pool(g: GraphBuilder, p: dict[str, Any]) -> None:
-    """1x1 convolution (+ReLU), then the pool: as after a real convolution, ORT runs it in NCHWc."""
+    """1x1 convolution (+ReLU), then the pool (`POOL_KINDS`): as after a real convolution, ORT runs it in NCHWc."""
     x = g.input("input", (p["batch"], p["channels"], p["spatial"], p["spatial"]))
     x = g.act(g.conv(x, p["channels"], 1, bias=True), "relu")
     if p["kind"] == "global":
         y = g.gap(x)
+    elif p["kind"] == "window":
+        y = g.avgpool(x, p["spatial"], p["spatial"])
+    elif p["kind"] == "mixer":
+        k = min(p["kernel"], p["spatial"])
+        y = g.binary("Sub", g.avgpool(x, k, 1, (k - 1) // 2), x)
     else:
         k = min(p["kernel"], p["spatial"])
         y = g.maxpool(x, k, p["stride"], (k - 1) // 2) if p["kind"] == "max" else \
@@ -161,6 +172,19 @@ def build_eltwise(g: GraphBuilder, p: dict[str, Any]) -> None:
     else:
         y = g.op1(op, [x.name], shape)
     g.output(y, "output")
+
+
+@register_family(
+    "sampled-resize", _dim("channels", "c", 256), _dim("side", "r", 32), _dim("out", "o", 128),
+    Param("mode", "", "linear", choices=RESIZE_MODE_NAMES),
+)
+def build_resize(g: GraphBuilder, p: dict[str, Any]) -> None:
+    """A Resize of [1, channels, side, side] to [1, channels, out, out] (half-pixel, as PyTorch's interpolate with
+    align_corners=False exports it): segmentation decoders' bilinear upsampling, SegFormer's at 512 px."""
+    x = g.input("input", (1, p["channels"], p["side"], p["side"]))
+    out = (1, p["channels"], p["out"], p["out"])
+    g.output(g.op1("Resize", [x.name, "", "", g.const(list(out), np.int64)], out, mode=p["mode"],
+                   coordinate_transformation_mode="half_pixel"), "output")
 
 
 def _movement(g: GraphBuilder, op: str, rows: int, width: int) -> Tensor:
@@ -201,4 +225,6 @@ def block_flops(family: str, p: dict[str, Any]) -> float:
         return float(p["batch"] * p["channels"] * p["spatial"] ** 2 * (MEMORY_FLOPS + p["kernel"] ** 2))
     if family in ("sampled-norm", "sampled-eltwise"):
         return float(p["rows"] * p.get("hidden", p.get("width", 1))) * MEMORY_FLOPS
+    if family == "sampled-resize":
+        return float(p["channels"] * (p["side"] ** 2 + p["out"] ** 2)) * MEMORY_FLOPS
     raise HaseError(f"unknown sampled family {family!r}: use one of {sorted(MAIN_OPS)}")

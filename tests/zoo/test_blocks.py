@@ -110,3 +110,20 @@ def test_block_families_and_costs():
     assert block_flops("sampled-conv", conv) == 2 * 64 * 64 * 56 * 56 * 9
     with pytest.raises(Exception, match="groups=3 must divide"):
         zoo.get_family("sampled-conv").spec({"c_in": 32, "c_out": 32, "groups": 3})
+
+
+def test_pool_blocks_write_global_pooling_and_token_mixers_as_real_graphs_do():
+    (win,) = _main("sampled-pool", _kernels("sampled-pool", channels=64, spatial=7, kind="window"))
+    assert win.op_type == "AveragePool" and dict(win.attrs)["kernel_shape"] == [7, 7]  # the whole plane
+    assert win.outputs[0].shape[-2:] == (1, 1)
+    kernels = _kernels("sampled-pool", channels=16, spatial=28, kernel=3, kind="mixer")
+    (pool,) = _main("sampled-pool", kernels)
+    assert dict(pool.attrs)["strides"] == [1, 1] and dict(pool.attrs).get("count_include_pad", 0) == 0
+    assert any(k.op_type == "Sub" for k in kernels)  # pool(x) - x
+
+
+def test_resize_block_upsamples_as_segmentation_decoders_do():
+    (rs,) = _main("sampled-resize", _kernels("sampled-resize", channels=8, side=16, out=64))
+    assert rs.inputs[0].shape == (1, 8, 16, 16) and rs.outputs[0].shape == (1, 8, 64, 64)
+    assert dict(rs.attrs)["mode"] == "linear"
+    assert block_flops("sampled-resize", {"channels": 8, "side": 16, "out": 64}) > 0

@@ -44,6 +44,7 @@ SMALL = {
     "sampled-norm": ({"rows": 8, "hidden": 32}, {"output": (1, 8, 32)}),
     "sampled-pool": ({"channels": 16, "spatial": 16, "kernel": 3, "stride": 2}, {"output": (1, 16, 8, 8)}),
     "sampled-eltwise": ({"rows": 8, "width": 16, "op": "Concat"}, {"output": (1, 8, 32)}),
+    "sampled-resize": ({"channels": 4, "side": 8, "out": 32}, {"output": (1, 4, 32, 32)}),
 }
 TRANSFORMER_STYLES = [
     {"gelu": "erf", "linear": "matmul", "scale": "div"},
@@ -288,10 +289,13 @@ def test_shipped_configs_are_valid_and_sized():
     # sized for a default collect of a few minutes on 2 cores (measured: 121 s for 85 models)
     assert 60 <= len(hand) <= 120 and all(3 <= n <= 10 for n in per_family.values())
     # the sampled blocks: every block family, within the [sampler] budget (tests/zoo/test_sampler.py)
-    # plus 12 transformer-base matrix products listed by hand (BERT-base's 768x3072 at 128 tokens among them)
-    listed = {"sampled-matmul_m128_k768_n3072_r3_none", "sampled-matmul_m128_k4096_n1024_r3_none"}
+    # plus 16 transformer matrix products listed by hand (BERT-base's 768x3072 at 128 tokens, at batch 8 among
+    # them), 9 pools as real graphs write them, 6 segmentation Resizes and 2 token-mixer Subs
+    listed = {"sampled-matmul_m128_k768_n3072_r3_none", "sampled-matmul_m128_k4096_n1024_r3_none",
+              "sampled-matmul_m1024_k768_n3072_r3_none", "sampled-pool_b1_c1280_r7_k1_s1_window",
+              "sampled-pool_b1_c64_r56_k3_s1_mixer", "sampled-resize_c256_r16_o128_linear"}
     sampler = zoo_sampler(small)
-    assert sampler is not None and len(small.specs) - len(hand) == sampler.kernels + 12
+    assert sampler is not None and len(small.specs) - len(hand) == sampler.kernels + 16 + 9 + 6 + 2
     assert listed <= {s.name for s in small.specs}
     assert {s.family for s in small.specs if is_sampled(s.family)} == {f.name for f in zoo.families()
                                                                         if is_sampled(f.name)}
