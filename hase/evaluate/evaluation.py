@@ -27,6 +27,7 @@ from hase.predict.crossval import TARGET, Y_MS, candidate_scores
 from hase.predict.manifest import Manifest
 from hase.predict.metrics import Scores, grouped_metrics, score
 from hase.predict.predictor import KEY, PRED_MS, KernelPredictor
+from hase.predict.provenance import store_noise
 
 TARGET_ACC10, TARGET_RMSPE = 0.90, 8.0  # the accuracy Hase aims for on held-out families
 
@@ -97,6 +98,8 @@ class Evaluation:
     families: pd.DataFrame
     headline: Headline
     worst: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # `hase.evaluate.worst.store_worst`
+    #: the store's busy/noisy jobs and model spread (`hase.predict.provenance.store_noise`), the report's first lines
+    noise: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def evaluate_predictor(store_path: str | Path, predictor_path: str | Path, target: str | None = None) -> Evaluation:
@@ -132,7 +135,8 @@ def evaluate_predictor(store_path: str | Path, predictor_path: str | Path, targe
         kernels_held_out=score(kern[Y_MS], kern[PRED_MS]))
     worst = store_worst(data, table, cv_kernels, target, _saved_predictor(root, manifest, target))
     return Evaluation(data.device, target, cal.name, table, ratio_summary(table), candidate_scores(cv_models),
-                      baselines, baseline_scores(baselines), by_key, fams, headline, worst)
+                      baselines, baseline_scores(baselines), by_key, fams, headline, worst,
+                      store_noise(store_path, data.device))
 
 
 def _saved_predictor(root: Path, manifest: Manifest, target: str) -> KernelPredictor | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import html
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from hase.predict import dataset as D
 from hase.predict.baselines import BASELINE, MODEL_BYTES, MODEL_FLOPS
 from hase.predict.crossval import CALIBRATION, SPLIT, TARGET
 from hase.predict.metrics import SCORE_COLUMNS, Scores
+from hase.predict.noise import busy_note
 from hase.predict.predictor import KEY
 
 
@@ -117,7 +118,22 @@ def headline_lines(ev: Evaluation) -> list[str]:
         f"- in-sample (train): {_fit(h.train)}",
     ]
     lines += [f"- baseline, linear in {name} (held-out): {_fit(b)}" for name, b in h.baselines.items()]
-    return lines
+    return [*noise_lines(ev.noise), *lines]
+
+
+def noise_lines(noise: Mapping[str, Any]) -> list[str]:
+    """The store's noise, first: the share of jobs measured on a busy host (said loudly when most were), noisy
+    models and the spread of the model measurements (none for an evaluation without a store noise record)."""
+    if not noise or not noise.get("jobs"):
+        return []
+    busy = float(noise["busy_share"])
+    spread = ("" if noise.get("model_spread_median") is None else
+              f"; block spread of the model measurements median {noise['model_spread_median']:.0%}, "
+              f"p90 {noise['model_spread_p90']:.0%}")
+    line = (f"- store noise: {noise['busy_jobs']} of {noise['jobs']} jobs ({busy:.0%}) measured on a busy host, "
+            f"{noise['noisy_models']} of {noise['models']} models noisy{spread}")
+    note = busy_note(busy)
+    return [f"- **{note}**", line] if note else [line]
 
 
 READING = ("Measured = `session.run` wall time of the whole model: the minimum of the block medians (the plain "
