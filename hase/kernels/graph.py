@@ -90,7 +90,7 @@ def _read_lean(p: Path) -> onnx.ModelProto | None:
     problem exactly as for every other command)."""
     try:
         return lean.load_lean(p)
-    except (lean.NotLean, DecodeError, OSError, ValueError) as exc:
+    except (lean.NotLeanError, DecodeError, OSError, ValueError) as exc:
         log.debug("%s: reading without weights failed (%s); reading it whole", p, exc)
         return None
 
@@ -294,7 +294,7 @@ def _optimized_kernel_graph(model: onnx.ModelProto | None, feeds: dict[str, np.n
         if not with_weights:
             try:
                 values = probe.observe_shapes(opt, path, feeds)
-            except probe.ShapesUnavailable as exc:
+            except probe.ShapesUnavailableError as exc:
                 log.debug("shapes-only probe failed (%s); running the full probe", exc)
         if values is None:
             load_external_data_for_model(opt, tmp)
@@ -313,7 +313,7 @@ def _inferred_kernel_graph(model: onnx.ModelProto | None, feeds: dict[str, np.nd
             path = optimize_to(model, ep, tmp, source, external_folder=external_folder, discard_weights=True)
             opt = onnx.load(str(path), load_external_data=False)
             values = probe.infer_shapes(opt, feeds)
-        except HaseError as exc:  # ShapesUnavailable included
+        except HaseError as exc:  # ShapesUnavailableError included
             log.debug("no shapes from ORT's type inference (%s); probing with a run", exc)
             return None
     return KernelGraph(opt, values, ep.opt_level, feeds, has_weights=False)

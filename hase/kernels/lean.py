@@ -39,7 +39,7 @@ _TENSOR_RAW_DATA = 9
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 
 
-class NotLean(ValueError):
+class NotLeanError(ValueError):
     """The file's encoding could not be walked (not protobuf, truncated, or an unsupported wire type)."""
 
 
@@ -48,14 +48,14 @@ def load_lean(path: str | os.PathLike[str], min_elements: int = MIN_ELEMENTS) ->
     into `path` itself (see the module docstring); everything else exactly as `onnx.load` reads it.
 
     Raises:
-        NotLean: the bytes are not a well-formed protobuf message (the caller reports the file as `onnx.load`
+        NotLeanError: the bytes are not a well-formed protobuf message (the caller reports the file as `onnx.load`
             would); google.protobuf's DecodeError when the walked message does not parse as a ModelProto.
         HaseError: an external-data reference the model already had is missing, outside its folder or too short.
     """
     p = Path(path)
     with open(p, "rb") as f:
         if os.fstat(f.fileno()).st_size == 0:
-            raise NotLean("empty file")
+            raise NotLeanError("empty file")
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             data = _lean_model(buf, p.name, min_elements)
     model: onnx.ModelProto = onnx.ModelProto.FromString(data)
@@ -123,7 +123,7 @@ def _fields(buf: mmap.mmap, start: int, end: int) -> Iterator[tuple[int, int, in
         tag, pos = _varint(buf, pos, end)
         field, wire = tag >> 3, tag & 7
         if field == 0:
-            raise NotLean(f"field number 0 at byte {tag_start}")
+            raise NotLeanError(f"field number 0 at byte {tag_start}")
         if wire == _VARINT:
             value = pos
             _, pos = _varint(buf, pos, end)
@@ -133,9 +133,9 @@ def _fields(buf: mmap.mmap, start: int, end: int) -> Iterator[tuple[int, int, in
             n, value = _varint(buf, pos, end)
             pos = value + n
         else:
-            raise NotLean(f"wire type {wire} at byte {tag_start}")
+            raise NotLeanError(f"wire type {wire} at byte {tag_start}")
         if pos > end:
-            raise NotLean(f"field {field} at byte {tag_start} runs past its message")
+            raise NotLeanError(f"field {field} at byte {tag_start} runs past its message")
         yield field, wire, tag_start, value, pos
 
 
@@ -144,7 +144,7 @@ def _varint(buf: mmap.mmap, pos: int, end: int) -> tuple[int, int]:
     result = shift = 0
     while True:
         if pos >= end or shift > 63:
-            raise NotLean(f"bad varint at byte {pos}")
+            raise NotLeanError(f"bad varint at byte {pos}")
         b = buf[pos]
         pos += 1
         result |= (b & 0x7F) << shift

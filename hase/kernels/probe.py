@@ -27,7 +27,7 @@ _PROFILE_DTYPES = {"float": "float32", "double": "float64", "float16": "float16"
                    "uint16": "uint16", "uint32": "uint32", "uint64": "uint64", "bool": "bool"}
 _ORT_TENSOR = re.compile(r"tensor\((\w+)\)")  # a tensor NodeArg's type as ORT's Python API names it
 
-class ShapesUnavailable(HaseError):
+class ShapesUnavailableError(HaseError):
     """ORT's type inference or profile does not give every node's output shapes (e.g. data-dependent shapes,
     unnamed nodes)."""
 
@@ -95,14 +95,14 @@ def infer_shapes(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[
     fraction of the cost (no value ranges either).
 
     Raises:
-        ShapesUnavailable: ORT leaves a node output without a static shape (data-dependent shapes), or
+        ShapesUnavailableError: ORT leaves a node output without a static shape (data-dependent shapes), or
             cannot load the graph this way; a run (`observe_shapes`) then tells.
     """
     values = _const_and_feed_specs(opt, feeds)
     try:
         sess = sessions.make_session(_weightless(opt).SerializeToString(), _CPU, config=NO_PREPACK, log_severity=4)
     except HaseError as exc:
-        raise ShapesUnavailable(f"ORT cannot load the graph without its weights ({first_line(exc)})") from exc
+        raise ShapesUnavailableError(f"ORT cannot load the graph without its weights ({first_line(exc)})") from exc
     inferred = {o.name: (str(o.type), o.shape) for o in sess.get_outputs()}
     for node in opt.graph.node:
         for name in node.output:
@@ -111,7 +111,7 @@ def infer_shapes(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[
             ort_type, shape = inferred.get(name, ("", None))
             match = _ORT_TENSOR.fullmatch(ort_type)
             if match is None or shape is None or not all(isinstance(d, int) and d >= 0 for d in shape):
-                raise ShapesUnavailable(f"ORT infers no static shape for {name!r} of node {node.name!r} "
+                raise ShapesUnavailableError(f"ORT infers no static shape for {name!r} of node {node.name!r} "
                                         f"({ort_type or 'no type'} {shape})")
             values[name] = TensorSpec(name, tuple(shape), _PROFILE_DTYPES.get(match[1], match[1]))
     return values
@@ -156,7 +156,7 @@ def observe_shapes(opt: onnx.ModelProto, path: str | os.PathLike[str],
     for node in opt.graph.node:
         outs = shapes.get(node.name)
         if outs is None or len(outs) != len(node.output):
-            raise ShapesUnavailable(f"ORT's profile has no output shapes for node {node.name!r}")
+            raise ShapesUnavailableError(f"ORT's profile has no output shapes for node {node.name!r}")
         for name, entry in zip(node.output, outs, strict=True):
             if name:
                 (dtype, shape), = entry.items()

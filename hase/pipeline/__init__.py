@@ -31,7 +31,7 @@ from hase.pipeline.dummy import matmul_chain, write_matmul_chain
 from hase.pipeline.export import read_events_csv, write_events_csv
 from hase.pipeline.forecast import PipelinePrediction, compare, predict_pipeline, stage_predictors
 from hase.pipeline.functions import stage_function
-from hase.pipeline.runner import PipelineFailed, PipelineRun, StageFailure, run_pipeline, stream
+from hase.pipeline.runner import PipelineFailedError, PipelineRun, StageFailure, run_pipeline, stream
 from hase.pipeline.session import PipelineSession, SessionOptions, profile_pipeline
 from hase.pipeline.spec import (
     DummyModel,
@@ -50,7 +50,7 @@ __all__ = [
     "ExecutorSpec",
     "Partition",
     "PipelineConfig",
-    "PipelineFailed",
+    "PipelineFailedError",
     "PipelinePrediction",
     "PipelineRun",
     "PipelineSession",

@@ -2,7 +2,7 @@
 
 Batch n+1 enters stage 1 while batch n is in stage 2, so overlap, bubbles and contention are real. A
 source thread feeds the first queue (it blocks when the queue is full), the calling thread is the sink.
-A stage that raises stops every thread, the events recorded so far are kept, and `PipelineFailed`
+A stage that raises stops every thread, the events recorded so far are kept, and `PipelineFailedError`
 carries the partial run (so its trace can still be written).
 """
 from __future__ import annotations
@@ -81,7 +81,7 @@ class PipelineRun:
         return self.completed / (self.span_ns / 1e9) if self.span_ns > 0 else float("nan")
 
 
-class PipelineFailed(HaseError):
+class PipelineFailedError(HaseError):
     """A stage raised mid-run; `.run` holds every event recorded up to then."""
 
     def __init__(self, message: str, run: PipelineRun) -> None:
@@ -96,7 +96,7 @@ def run_pipeline(spec: PipelineSpec, batches: int, *, trace: bool = True, hardwa
     `trace=False` records no events (throughput and latency only); `hardware=False` keeps the events but
     turns backend profiling off (no hardware times, none of the ORT profiler's per-node cost).
 
-    Raises HaseError before the run for bad input, PipelineFailed (with the partial run) if a stage
+    Raises HaseError before the run for bad input, PipelineFailedError (with the partial run) if a stage
     raises mid-run. Dummy models and ORT profiles go to `workdir` (a temporary directory by default).
     """
     if batches < 1:
@@ -173,7 +173,7 @@ def _collect(prep: PreparedPipeline, ctx: _Context, logs: list[EventLog], t0: in
                     prep.spec.max_events)
     if ctx.failure is not None:
         f = ctx.failure
-        raise PipelineFailed(f"stage {f.stage!r} failed on batch {f.batch_id} ({f.device}, stream {f.stream}): "
+        raise PipelineFailedError(f"stage {f.stage!r} failed on batch {f.batch_id} ({f.device}, stream {f.stream}): "
                              f"{f.error}; {len(events)} events recorded before it are kept", run)
     return run
 

@@ -19,7 +19,7 @@ from hase.pipeline.build import prepared
 from hase.pipeline.chrome import pipeline_trace
 from hase.pipeline.export import write_events_csv
 from hase.pipeline.forecast import PipelinePrediction, compare, predict_pipeline, stage_predictors
-from hase.pipeline.runner import PipelineFailed, PipelineRun, stream
+from hase.pipeline.runner import PipelineFailedError, PipelineRun, stream
 from hase.pipeline.spec import PipelineSpec
 from hase.pipeline.summary import PipelineSummary, summarize, summary_dict
 from hase.profiling.perfetto import write_chrome_trace
@@ -55,7 +55,7 @@ class PipelineSession:
     summary: PipelineSummary
     prediction: PipelinePrediction | None = None
     comparison: pd.DataFrame | None = None  # predicted vs measured: figure, predicted, measured, error_pct, note
-    error: PipelineFailed | None = None
+    error: PipelineFailedError | None = None
     files: dict[str, Path] = field(default_factory=dict)  # "trace" / "csv" -> path written
 
     def to_dict(self) -> dict[str, Any]:
@@ -78,13 +78,13 @@ def profile_pipeline(spec: PipelineSpec, batches: int, options: SessionOptions |
     spec = with_sampling(spec, opts)
     predictors = stage_predictors(spec, opts.predict_device, opts.predictors_dir) if opts.predict_device else None
     prediction: PipelinePrediction | None = None
-    error: PipelineFailed | None = None
+    error: PipelineFailedError | None = None
     with prepared(spec, opts.workdir, trace=opts.trace, hardware=opts.hardware, warmup=opts.warmup) as prep:
         if predictors:
             prediction = predict_pipeline(prep, predictors)  # before the run: a prediction, not a fit
         try:
             run = stream(prep, batches)
-        except PipelineFailed as exc:
+        except PipelineFailedError as exc:
             run, error = exc.run, exc
     files = write_outputs(run, opts.trace_path, opts.csv_path)
     summary = summarize(run)

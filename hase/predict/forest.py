@@ -167,10 +167,10 @@ def fit_base(X: NDArray[np.float32], y: NDArray[np.float64], fam: FeatureFamily,
     from scipy.optimize import nnls  # type: ignore[import-untyped]  # noqa: PLC0415 - scipy only when fitting
 
     cols = fam.column_names
-    A = np.column_stack([X[:, cols.index("flops")], X[:, cols.index("bytes")], np.ones(len(X))]).astype(float)
+    design = np.column_stack([X[:, cols.index("flops")], X[:, cols.index("bytes")], np.ones(len(X))]).astype(float)
     root = np.ones(len(y)) if weight is None else np.sqrt(weight)
-    A = A / y[:, None] * root[:, None]
-    scale = np.linalg.norm(A, axis=0)
+    design = design / y[:, None] * root[:, None]
+    scale = np.linalg.norm(design, axis=0)
     scale[scale == 0] = 1.0
-    coef = nnls(A / scale, root)[0] / scale
+    coef = nnls(design / scale, root)[0] / scale
     return float(coef[0]), float(coef[1]), float(coef[2])

@@ -226,7 +226,7 @@ class KernelPredictor:
         use_roofline = self.roofline and self.peaks is not None
         base = fit_base(X, yy, family, w[idx]) if self.base and not use_roofline else (0.0, 0.0, 0.0)
         floor_ms = float(yy.min()) / 10
-        ratio = yy / (self._roofline_X(X, family) if use_roofline else linear_base_ms(X, family, base, floor_ms))
+        ratio = yy / (self._roofline_ms(X, family) if use_roofline else linear_base_ms(X, family, base, floor_ms))
         max_features = min(p.max_features, X.shape[1]) if isinstance(p.max_features, int) else p.max_features
         forest = RandomForestRegressor(
             n_estimators=max(1, round(p.n_estimators * self.tree_scale)), max_depth=p.max_depth,
@@ -236,7 +236,7 @@ class KernelPredictor:
         forest.fit(X, np.log(ratio) if self.log_target else ratio, sample_weight=weight / weight.mean())
         return FittedForest(family.name, pack_forest(forest), base, floor_ms, use_roofline)
 
-    def _roofline_X(self, X: NDArray[np.float32], family: F.FeatureFamily) -> NDArray[np.float64]:
+    def _roofline_ms(self, X: NDArray[np.float32], family: F.FeatureFamily) -> NDArray[np.float64]:
         """The roofline time of each row of a family's feature matrix (from its flops and bytes columns)."""
         peaks = self.host_peaks()
         if peaks is None:
@@ -246,7 +246,7 @@ class KernelPredictor:
 
     def _base_ms(self, member: FittedForest, X: NDArray[np.float32], family: F.FeatureFamily) -> NDArray[np.float64]:
         """What the member's trees correct: the roofline time, or its linear base."""
-        return self._roofline_X(X, family) if member.roofline else member.base_ms(X, family)
+        return self._roofline_ms(X, family) if member.roofline else member.base_ms(X, family)
 
     # ------------------------------------------------------------------ predict
     def route(self, spec: KernelSpec) -> tuple[str, str, FittedForest]:

@@ -46,7 +46,7 @@ def test_split_interrupted_in_the_probe(exc, code, tmp_root, monkeypatch, capfd)
 @pytest.mark.parametrize("where", ["infer_shapes", "observe_shapes"])
 def test_predict_interrupted_in_the_shapes_probe(where, tmp_root, monkeypatch, capfd):
     if where == "observe_shapes":  # the run that learns shapes where ORT's type inference leaves one open
-        monkeypatch.setattr(probe, "infer_shapes", _raiser(probe.ShapesUnavailable("a shape left open")))
+        monkeypatch.setattr(probe, "infer_shapes", _raiser(probe.ShapesUnavailableError("a shape left open")))
     monkeypatch.setattr(probe, where, _raiser(KeyboardInterrupt()))
     assert main(["predict", "m.onnx"]) == 130
     assert not list(tmp_root.iterdir())

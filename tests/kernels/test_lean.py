@@ -90,7 +90,7 @@ def test_a_file_that_is_not_a_model_is_reported_as_by_onnx_load(tmp_path):
         with pytest.raises(Exception) as full_exc:
             graph.load_model(tmp_path / name)
         assert isinstance(lean_exc.value, HaseError) and str(lean_exc.value) == str(full_exc.value)
-    with pytest.raises(lean.NotLean):
+    with pytest.raises(lean.NotLeanError):
         lean.load_lean(tmp_path / "junk.onnx")
 
 
@@ -158,7 +158,7 @@ def test_a_data_dependent_shape_falls_back_to_a_run(tmp_path):
     onnx.save(m, tmp_path / "nz.onnx")
     with tempfile.TemporaryDirectory() as tmp:
         path = graph.optimize_to(m, EPConfig(), tmp)
-        with pytest.raises(probe.ShapesUnavailable, match="no static shape for 'y'"):
+        with pytest.raises(probe.ShapesUnavailableError, match="no static shape for 'y'"):
             probe.infer_shapes(onnx.load(str(path)), graph.make_model_feeds(m))
     kg = graph.file_kernel_graph(tmp_path / "nz.onnx", EPConfig(), with_weights=False)
     assert len(kg.values["y"].shape) == 2 and kg.values["y"].shape[0] == 2  # from the run

@@ -13,7 +13,7 @@ from hase.errors import HaseError
 from hase.pipeline import (
     DummyModel,
     ExecutorSpec,
-    PipelineFailed,
+    PipelineFailedError,
     PipelineSpec,
     StageSpec,
     data_parallel_stage,
@@ -32,10 +32,10 @@ def _spec(*stages, batch=8, features=64) -> PipelineSpec:
 
 
 def _before_run(spec, match):
-    """The error must come from validation (HaseError, not a mid-run PipelineFailed)."""
+    """The error must come from validation (HaseError, not a mid-run PipelineFailedError)."""
     with pytest.raises(HaseError, match=match) as info:
         run_pipeline(spec, 4)
-    assert not isinstance(info.value, PipelineFailed)
+    assert not isinstance(info.value, PipelineFailedError)
     return info.value
 
 
@@ -129,7 +129,7 @@ def test_stage_raising_mid_run_stops_cleanly_and_keeps_events(tmp_path):
                  single_stage("post", "host", fn=_failing_after(2 + 4)),  # 2 warm-up calls, then batches 0..3
                  single_stage("c", "ov:CPU", dummy=DummyModel(8, 1)))
     failed = r"stage 'post' failed on batch 3 .*ValueError: corrupt graph batch"
-    with pytest.raises(PipelineFailed, match=failed) as info:
+    with pytest.raises(PipelineFailedError, match=failed) as info:
         run_pipeline(spec, 50, warmup=2)
     run = info.value.run
     assert run.failure.stage == "post" and run.failure.batch_id == 3
@@ -147,7 +147,7 @@ def test_stage_raising_mid_run_stops_cleanly_and_keeps_events(tmp_path):
 def test_data_parallel_executor_raising_names_the_executor():
     dp = data_parallel_stage("dp", [ExecutorSpec("cpu", dummy=DummyModel(16, 1)),
                                     ExecutorSpec("host", fn=_failing_after(2 + 3))])
-    with pytest.raises(PipelineFailed) as info:
+    with pytest.raises(PipelineFailedError) as info:
         run_pipeline(_spec(single_stage("a", "cpu", dummy=DummyModel(16, 1)), dp), 20)
     f = info.value.run.failure
     assert (f.stage, f.batch_id, f.executor, f.device) == ("dp", 2, 1, "host")
@@ -187,7 +187,7 @@ def test_failure_on_the_first_batch_still_summarizes(tmp_path):
     from hase.pipeline import summarize, summary_text
 
     spec = _spec(single_stage("a", "host", fn=_failing_after(1 + 1)))  # 1 warm-up call, then batch 0 fails
-    with pytest.raises(PipelineFailed, match="failed on batch 0") as info:
+    with pytest.raises(PipelineFailedError, match="failed on batch 0") as info:
         run_pipeline(spec, 5, warmup=1)
     run = info.value.run
     assert run.completed == 0 and list(run.events[S.KIND]) == [S.ERROR]

@@ -7,7 +7,7 @@ import pytest
 
 from hase.cli import main
 from hase.errors import HaseError
-from hase.pipeline import PipelineFailed, PipelineSpec, simulation_spec, single_stage
+from hase.pipeline import PipelineFailedError, PipelineSpec, simulation_spec, single_stage
 from hase.pipeline.session import SessionOptions, profile_pipeline, with_sampling
 from hase.pipeline.summary import headline_lines, summary_text
 
@@ -53,7 +53,7 @@ def test_a_mid_run_failure_is_kept_with_the_partial_run(tmp_path):
 
     spec = PipelineSpec(stages=(single_stage("f", "host", fn=flaky),), batch=4, features=8)
     session = profile_pipeline(spec, 5, SessionOptions(warmup=1, trace_path=tmp_path / "t.json"))
-    assert isinstance(session.error, PipelineFailed) and session.summary.completed == 2
+    assert isinstance(session.error, PipelineFailedError) and session.summary.completed == 2
     assert "run stopped" in headline_lines(session.summary)[-1] and (tmp_path / "t.json").is_file()
 
 
