@@ -57,6 +57,7 @@ from hase.measure.remeasure import keep_flagged, record_signature, remeasure_fla
 from hase.measure.store import Store
 from hase.measure.types import MeasureSettings, ModelSource
 from hase.runtime import sessions
+from hase.runtime.host import HostFingerprint
 from hase.runtime.types import EPConfig
 from hase.zoo import ZooConfig, ensure_zoo
 
@@ -145,6 +146,7 @@ class DeviceRun:
     settings_hash: str = field(init=False)
     _skipped_now: set[str] = field(init=False, default_factory=set)
     _claimed: set[str] = field(init=False, default_factory=set)
+    _hosts: set[str] = field(init=False, default_factory=set)  # fingerprints kept in `hosts` by this run
     flagged: list[Job] = field(init=False, default_factory=list)  # measured on a busy host: a second try at the end
 
     def __post_init__(self) -> None:
@@ -190,6 +192,13 @@ class DeviceRun:
                         "the next job is measured anyway and flagged host_busy", self.ep.name, check.ratio,
                         check.tries)
 
+    def note_host(self, fingerprint: dict[str, Any]) -> None:
+        """Keep the fingerprint of a host that measured a job in the store's `hosts` table, once per run and host."""
+        fp = HostFingerprint.from_dict(fingerprint)
+        if fp.digest not in self._hosts:
+            self.store.register_host(fp)
+            self._hosts.add(fp.digest)
+
     def record(self, job: Job, result: JobResult, watch: HostWatch) -> bool:
         """Write a measured job: its rows with the host's canary columns and its done-marker in one transaction,
         or its skip; True when this call committed the job's rows."""
@@ -199,6 +208,8 @@ class DeviceRun:
         if result.error is not None:
             self.skip(job.job_id, target, stage, result.error)
             return False
+        if result.fingerprint:
+            self.note_host(result.fingerprint)
         self.report.timed_s += result.timed_s
         host = watch.columns()
         if host.get("host_busy"):

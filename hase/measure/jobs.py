@@ -23,6 +23,7 @@ from hase.measure.canary import Canary, CanaryCheck
 from hase.measure.kernel import KernelJob
 from hase.measure.model import measure_model
 from hase.measure.types import MeasureSettings, ModelSource
+from hase.runtime.host import host_fingerprint
 from hase.runtime.types import EPConfig
 
 __all__ = ["FixedJob", "HostWatch", "Job", "JobResult", "KernelJob", "ModelJob", "job_label", "measure_job",
@@ -83,6 +84,7 @@ class JobResult:
     canary_wait_s: float = 0.0
     started_at: float = 0.0
     wall_s: float = 0.0
+    fingerprint: dict[str, Any] = field(default_factory=dict)  # the measuring host's (`hase.runtime.host`)
 
 
 def reason(exc: BaseException) -> str:
@@ -113,7 +115,7 @@ def measure_job(job: Job, ep: EPConfig, settings: MeasureSettings, canary: Canar
         return JobResult(job.job_id, error=reason(exc), check=check, canary_s=canary_s, canary_wait_s=canary_wait_s,
                          started_at=started, wall_s=time.perf_counter() - t0)
     return JobResult(job.job_id, rows, timed_s, None, check, canary_s, canary_wait_s, started,
-                     time.perf_counter() - t0)
+                     time.perf_counter() - t0, host_fingerprint().to_dict())
 
 
 def _measure(job: Job, ep: EPConfig, settings: MeasureSettings) -> tuple[dict[str, list[dict[str, Any]]], float]:

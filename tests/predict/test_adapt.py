@@ -11,6 +11,7 @@ from tiny_store import adapt_tiny, build_tiny_store, train_tiny
 
 from hase.errors import HaseError
 from hase.measure.signature import Signature
+from hase.measure.store import Store
 from hase.measure.types import ModelSource
 from hase.predict.adapt import MeasuredModel, adapt, scale_forests
 from hase.predict.bundle import load_bundle, read_manifest
@@ -18,6 +19,7 @@ from hase.predict.dataset import load_device_data
 from hase.predict.estimate import estimate_model
 from hase.predict.locate import find_predictor
 from hase.runtime.host import host_fingerprint
+from hase.runtime.types import HOST_FP
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +33,11 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_a_trained_predictor_keeps_its_machine_and_its_store_noise(root):
+    fp = host_fingerprint()
+    with Store(root / "tiny.sqlite", readonly=True) as store:
+        assert store.hosts() == {fp.digest: fp}
+        for table in ("kernel_measurements", "model_measurements", "node_spans", "fixed_costs"):
+            assert set(store.table(table)[HOST_FP]) == {fp.digest}, table
     m = read_manifest(root / "predictors" / "cpu-1t")
     assert m.host == host_fingerprint()
     sig = Signature.from_dict(m.signature or {})
