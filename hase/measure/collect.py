@@ -10,8 +10,9 @@ reason short of an interrupt: a Hase error, ONNX Runtime's, MemoryError — is r
 and the run goes on. A skip holds for the settings it failed under: other settings, or `retry_skips`, try the
 job again.
 
-Each device config's run starts by measuring the host's peaks (`hase.measure.peaks`: GEMM FLOP/s, bandwidth per
-memory level, per-call overhead; once per device and store, a few seconds), which training keeps with the predictor.
+Each device config's first jobs measure the empty kernel and the host's peaks (`PeaksJob`, `hase.measure.peaks`:
+GEMM FLOP/s, bandwidth per memory level, per-call and per-node overhead; once per device and store, a few seconds),
+which training keeps with the predictor; a fleet run measures them on a worker like any job.
 
 A noisy host is watched, not trusted: the canary (`hase.measure.canary`) is timed at the start of each device
 config's run, before every full-model job and before every `every_kernels`-th kernel job; the job's rows
@@ -47,12 +48,12 @@ from hase.measure.jobs import (
     JobResult,
     KernelJob,
     ModelJob,
+    PeaksJob,
     job_label,
     measure_job,
     reason,
     timed_check,
 )
-from hase.measure.peaks import PEAKS_JOB, measure_peaks, peaks_rows
 from hase.measure.remeasure import keep_flagged, record_signature, remeasure_flagged
 from hase.measure.store import Store
 from hase.measure.types import MeasureSettings, ModelSource
@@ -257,7 +258,6 @@ def collect(sources: Iterable[ModelSource], cfg: CollectConfig, store: Store,
                 if cfg.settings.canary.enabled else None
             if canary is not None:
                 run.note_check(*timed_check(canary), watch)  # the run's first reference
-            record_peaks(run)
             record_signature(run)
             run_start = time.perf_counter()
             for job in device_jobs(sources, run):
@@ -268,27 +268,13 @@ def collect(sources: Iterable[ModelSource], cfg: CollectConfig, store: Store,
     return report
 
 
-def record_peaks(run: DeviceRun) -> None:
-    """Measure the host's peaks on the run's device config once (`hase.measure.peaks`; a few seconds) and store
-    them with their done-marker; a failure is a skip, and training then predicts without a roofline."""
-    if run.settled(PEAKS_JOB):
-        return
-    run.notify("peaks", {"device": run.ep.name})
-    try:
-        rows = peaks_rows(measure_peaks(run.ep), sessions.row_metadata(run.ep))
-    except Exception as exc:  # any failure is a skip; interrupts go through
-        run.skip_exc(PEAKS_JOB, "host peaks", "peaks", exc)
-        return
-    run.store.commit_job(PEAKS_JOB, run.ep.name, {"device_peaks": rows})
-
-
 def device_jobs(sources: Iterable[ModelSource], run: DeviceRun) -> Iterator[Job]:
-    """One device config's jobs, built as they are taken: the empty kernel, then each model's kernels and the
-    model itself; what is settled is left out (a kernel shared with an earlier model counts as reused), and a
-    model that cannot be read or split is recorded as a skip here. Every job handed out is claimed."""
-    fixed = FixedJob()
-    if not run.settled(fixed.job_id):
-        yield run.claim(fixed)
+    """One device config's jobs, built as they are taken: the empty kernel and the host's peaks, then each model's
+    kernels and the model itself; what is settled is left out (a kernel shared with an earlier model counts as
+    reused), and a model that cannot be read or split is recorded as a skip here. Every job handed out is claimed."""
+    for first in (FixedJob(), PeaksJob()):  # the host's peaks: once per device and store (a failure is a skip)
+        if not run.settled(first.job_id):
+            yield run.claim(first)
     for src in sources:
         run.notify("model", {"model": src.name, "device": run.ep.name})
         for job in model_jobs(src, run):

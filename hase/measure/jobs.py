@@ -1,7 +1,8 @@
 """The units of a collect run and the one function that measures them, wherever it runs.
 
-A job is "the empty kernel on device D" (`FixedJob`), "kernel K on device D" (`hase.measure.kernel.KernelJob`)
-or "model M on device D" (`ModelJob`). `measure_job` times one on the host it runs on — the local process of
+A job is "the empty kernel on device D" (`FixedJob`), "the host's peaks on device D" (`PeaksJob`, once per device
+and store: `hase.measure.peaks`), "kernel K on device D" (`hase.measure.kernel.KernelJob`) or "model M on device D"
+(`ModelJob`). `measure_job` times one on the host it runs on — the local process of
 `hase.measure.collect`, or a Ray worker of `hase.measure.fleet` — and returns its rows (`JobResult`); it never
 touches the store: the driver alone writes, one transaction per job (`DeviceRun.record` in `collect`).
 `HostWatch` is the driver's record of one measuring host's canary: when a check is due, and what the last
@@ -22,11 +23,13 @@ from hase.measure import kernel as measure
 from hase.measure.canary import Canary, CanaryCheck
 from hase.measure.kernel import KernelJob
 from hase.measure.model import measure_model
+from hase.measure.peaks import PEAKS_JOB, measure_peaks, peaks_rows
 from hase.measure.types import MeasureSettings, ModelSource
+from hase.runtime import sessions
 from hase.runtime.host import host_fingerprint
 from hase.runtime.types import EPConfig
 
-__all__ = ["FixedJob", "HostWatch", "Job", "JobResult", "KernelJob", "ModelJob", "job_label", "measure_job",
+__all__ = ["FixedJob", "HostWatch", "Job", "JobResult", "KernelJob", "ModelJob", "PeaksJob", "job_label", "measure_job",
            "reason", "timed_check"]
 
 log = logging.getLogger(__name__)
@@ -43,6 +46,13 @@ class FixedJob:
 
 
 @dataclass(frozen=True)
+class PeaksJob:
+    """The host's peaks on a device config (`hase.measure.peaks`): GEMM FLOP/s, bandwidth per level, overheads."""
+
+    job_id: str = PEAKS_JOB
+
+
+@dataclass(frozen=True)
 class ModelJob:
     """A full model on a device config: its loaded model (static shapes, named nodes), where it came from,
     its id in the store and its kernel nodes (to map profiled nodes back to kernels)."""
@@ -54,7 +64,7 @@ class ModelJob:
     nodes: tuple[KernelNode, ...]
 
 
-Job: TypeAlias = FixedJob | KernelJob | ModelJob
+Job: TypeAlias = FixedJob | PeaksJob | KernelJob | ModelJob
 
 
 def job_label(job: Job) -> tuple[str, str]:
@@ -63,6 +73,8 @@ def job_label(job: Job) -> tuple[str, str]:
         return f"{job.spec.op_type}:{job.spec.kernel_id}", "kernel"
     if isinstance(job, ModelJob):
         return job.model_id, "model"
+    if isinstance(job, PeaksJob):
+        return "host peaks", "peaks"
     return "empty kernel", "fixed"
 
 
@@ -127,6 +139,8 @@ def _measure(job: Job, ep: EPConfig, settings: MeasureSettings) -> tuple[dict[st
         model_row, span_rows = measure_model(job.model, job.src, list(job.nodes), ep, settings, model_id=job.model_id)
         timed = model_row["n_runs"] * model_row["mean_ms"] / 1e3 + model_row.pop("profiled_s", 0.0)
         return {"model_measurements": [model_row], "node_spans": span_rows}, timed
+    if isinstance(job, PeaksJob):
+        return {"device_peaks": peaks_rows(measure_peaks(ep), sessions.row_metadata(ep))}, 0.0
     row = measure.measure_fixed_cost(ep, settings)
     return {"fixed_costs": [row]}, row["n_runs"] * row["mean_ms"] / 1e3
 

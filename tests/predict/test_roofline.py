@@ -13,10 +13,11 @@ from tiny_store import TINY_CONFIG, build_tiny_store, train_tiny
 
 from hase.cli import main
 from hase.kernels.types import KernelSpec, TensorSpec
+from hase.measure.jobs import PeaksJob, job_label
 from hase.measure.peaks import measure_peaks, peaks_from_rows, peaks_rows
+from hase.measure.store import Store
 from hase.measure.types import BandwidthLevel, HostPeaks
-from hase.predict import dataset as D
-from hase.predict import roofline as R
+from hase.predict import dataset, roofline
 from hase.predict.bundle import load_bundle, read_manifest
 from hase.predict.estimate import estimate_model
 from hase.predict.predictor import KernelPredictor
@@ -39,16 +40,16 @@ def tiny(tmp_path_factory) -> Path:
 
 def test_roofline_is_compute_or_memory_bound_at_the_working_sets_level():
     # 1 GFLOP over 1 kB: compute bound, 10 ms; 1 kFLOP over 100 MB: DRAM bound, 10 ms; 16 kB: L1, 0.08 us
-    roof = R.roofline_ms(PEAKS, [1e9, 1e3, 0.0], [1e3, 1e8, 16e3])
+    roof = roofline.roofline_ms(PEAKS, [1e9, 1e3, 0.0], [1e3, 1e8, 16e3])
     assert roof == pytest.approx([10.0 + 0.01, 10.0 + 0.01, 16e3 / 2e11 * 1e3 + 0.01])
-    assert list(R.bandwidth(PEAKS, [1, 32 << 10, (32 << 10) + 1, 1 << 30])) == [2e11, 2e11, 1e11, 1e10]
+    assert list(roofline.bandwidth(PEAKS, [1, 32 << 10, (32 << 10) + 1, 1 << 30])) == [2e11, 2e11, 1e11, 1e10]
 
 
 def test_bands_widen_the_observed_ratios_and_clamp_counts():
-    bands = R.fit_bands(["pool", "pool", "conv"], [0.5, 4.0, 2.0], margin=2.0)
+    bands = roofline.fit_bands(["pool", "pool", "conv"], [0.5, 4.0, 2.0], margin=2.0)
     assert bands == {"*": (0.25, 8.0), "pool": (0.25, 8.0), "conv": (1.0, 4.0)}
-    low, high = R.band_ms(np.array([1.0, 1.0, 1.0]), ["pool", "conv", "matmul"], bands)  # matmul: no band, '*'
-    pred, flags = R.clamp(np.array([100.0, 0.5, 3.0]), low, high)
+    low, high = roofline.band_ms(np.array([1.0, 1.0, 1.0]), ["pool", "conv", "matmul"], bands)  # matmul: no band, '*'
+    pred, flags = roofline.clamp(np.array([100.0, 0.5, 3.0]), low, high)
     assert list(pred) == [8.0, 1.0, 3.0] and flags == ["high", "low", ""]
 
 
@@ -63,19 +64,22 @@ def test_peaks_are_measured_on_real_sessions_and_round_trip_the_store_rows():
 
 
 def test_collect_stores_the_peaks_and_training_keeps_them(tiny):
-    data = D.load_device_data(tiny / "tiny.sqlite", "cpu-1t")
+    assert job_label(PeaksJob()) == ("host peaks", "peaks")
+    with Store(tiny / "tiny.sqlite", readonly=True) as store:
+        assert store.is_done(PeaksJob().job_id, "cpu-1t")  # one job per device and store: never measured twice
+    data = dataset.load_device_data(tiny / "tiny.sqlite", "cpu-1t")
     assert data.peaks is not None and data.peaks.gemm_flops_per_s > 0
     manifest = read_manifest(tiny / "predictors" / "cpu-1t")
     assert manifest.peaks is not None and HostPeaks.from_dict(manifest.peaks) == data.peaks
     pred = load_bundle(tiny / "predictors" / "cpu-1t").predictors["span"]
-    assert pred.host_peaks() == data.peaks and R.ALL in pred.bands_
+    assert pred.host_peaks() == data.peaks and roofline.ALL in pred.bands_
 
 
 def test_in_range_kernels_are_never_clamped(tiny):
     """Every training kernel's prediction is the same with and without the band: clamping touches none of them."""
-    data = D.load_device_data(tiny / "tiny.sqlite", "cpu-1t")
+    data = dataset.load_device_data(tiny / "tiny.sqlite", "cpu-1t")
     cfg = load_train_config(tiny / "tiny.toml")
-    y = D.kernel_targets(data, "span")
+    y = dataset.kernel_targets(data, "span")
     specs = [data.specs[k] for k in y.index]
     bounded = cfg.predictor(False, data.peaks, "span").fit(specs, y.to_numpy()).predict_bounded(specs)
     free = cfg.predictor(False, None, "span").fit(specs, y.to_numpy()).predict_bounded(specs)
@@ -85,9 +89,9 @@ def test_in_range_kernels_are_never_clamped(tiny):
 
 def test_roofline_forests_predict_and_save(tiny, tmp_path):
     """With `roofline = true` the trees correct the roofline time; the predictor saves, loads and predicts alike."""
-    data = D.load_device_data(tiny / "tiny.sqlite", "cpu-1t")
+    data = dataset.load_device_data(tiny / "tiny.sqlite", "cpu-1t")
     (tmp_path / "r.toml").write_text(TINY_CONFIG.replace("[training]", "[training]\nroofline = true"))
-    y = D.kernel_targets(data, "warm")
+    y = dataset.kernel_targets(data, "warm")
     specs = [data.specs[k] for k in y.index]
     pred = load_train_config(tmp_path / "r.toml").predictor(False, data.peaks).fit(specs, y.to_numpy())
     assert all(m.roofline for m in pred.forests_.values())
@@ -112,7 +116,7 @@ def test_a_kernel_far_outside_the_training_range_is_bounded_and_counted(tiny, tm
     bundle = load_bundle(tiny / "predictors" / "cpu-1t")
     est = estimate_model(path, bundle)
     (k,) = [k for k in est.kernels if k.op_type == "AveragePool"]
-    lo, hi = R.band_ms(np.array([k.roofline_ms]), ["pool"], bundle.predictors[est.target].bands_)
+    lo, hi = roofline.band_ms(np.array([k.roofline_ms]), ["pool"], bundle.predictors[est.target].bands_)
     assert lo[0] * (1 - 1e-9) <= k.pred_ms <= hi[0] * (1 + 1e-9)
     assert k in est.clamped and ("AveragePool", k.clamped, 1) in est.clamp_counts()
     d = est.to_dict()
