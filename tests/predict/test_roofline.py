@@ -20,6 +20,7 @@ from hase.measure.types import BandwidthLevel, HostPeaks
 from hase.predict import dataset, roofline
 from hase.predict.bundle import load_bundle, read_manifest
 from hase.predict.estimate import estimate_model
+from hase.predict.features import extract
 from hase.predict.predictor import KernelPredictor
 from hase.predict.train import load_train_config
 from hase.runtime.types import EPConfig
@@ -140,3 +141,13 @@ def test_a_predictor_without_peaks_predicts_as_before():
     r = pred.predict_bounded([spec])
     assert r.clamped == [""] and np.isnan(r.roofline_ms).all()
     assert np.array_equal(r.pred_ms, pred.predict_routes([spec])[2])
+
+
+def test_a_pool_window_beyond_the_plane_costs_what_the_plane_does():
+    """HF's EfficientNet pools 1280x7x7 with a 1280x1280 window: its features (and FLOPs, and so its roofline) are
+    those of a 7x7 window, not 2 GFLOP."""
+    x, y = (TensorSpec("x", (1, 1280, 7, 7), "float32"),), (TensorSpec("y", (1, 1280, 1, 1), "float32"),)
+    hf = KernelSpec("hf", "AveragePool", "", (("ceil_mode", 1), ("kernel_shape", [1280, 1280]),
+                                              ("strides", [1280, 1280])), x, y)
+    plane = KernelSpec("w7", "AveragePool", "", (("kernel_shape", [7, 7]), ("strides", [7, 7])), x, y)
+    assert extract(hf) == extract(plane) and extract(hf)["flops"] == 1280 * 49

@@ -66,16 +66,31 @@ def pool_features(spec: KernelSpec) -> dict[str, float]:
     rank = max(len(xs) - 2, 1)
     is_global = spec.op_type.startswith("Global")
     kernel = tuple(xs[2:]) if is_global else tuple(attr(spec, "kernel_shape", None) or (1,) * rank)
+    strides = tuple(attr(spec, "strides", None) or (1,) * rank)
+    # a window (or stride) beyond the padded plane covers the plane: HF's EfficientNet pools 1280x7x7 with a
+    # 1280x1280 window, which costs what a 7x7 one does (read as 1280² it was 2 GFLOP, predicted 115 ms)
+    plane = _padded_plane(spec, xs[2:], rank)
+    if len(kernel) == len(plane) == len(strides):
+        kernel = tuple(min(int(k), p) for k, p in zip(kernel, plane, strict=True))
+        strides = tuple(min(int(s), p) for s, p in zip(strides, plane, strict=True))
     h, w = fold_hw(xs[2:])
     oh, ow = fold_hw(ys[2:])
     kh, kw = fold_hw(kernel)
-    sh, sw = hw_pair(attr(spec, "strides", None), rank, 1)
+    sh, sw = hw_pair(strides, rank, 1)
     ph, pw = hw_pads(spec, rank)
     window = numel(kernel)
     n_out = numel(ys)
     return {"n": xs[0], "c": xs[1], "h": h, "w": w, "kh": kh, "kw": kw, "stride_h": sh, "stride_w": sw,
             "pad_h": ph, "pad_w": pw, "out_h": oh, "out_w": ow, "window": window, "global": float(is_global),
             "in_elems": numel(xs), "out_elems": n_out, "flops": n_out * window, "bytes": moved_bytes(spec)}
+
+
+def _padded_plane(spec: KernelSpec, spatial: tuple[int, ...], rank: int) -> tuple[int, ...]:
+    """Each spatial size plus its padding (begin + end); the sizes alone where `pads` is absent or malformed."""
+    pads = list(attr(spec, "pads", None) or [])
+    if len(pads) != 2 * rank or len(spatial) != rank:
+        return tuple(int(d) for d in spatial)
+    return tuple(int(d) + int(pads[i]) + int(pads[i + rank]) for i, d in enumerate(spatial))
 
 
 def _norm_size(spec: KernelSpec, shape: tuple[int, ...]) -> int:
