@@ -19,7 +19,7 @@ class FakeOrt:
     def get_available_providers(self) -> list[str]:
         return self.providers
 
-    def InferenceSession(self, data: bytes, providers: list[str]) -> Any:
+    def InferenceSession(self, data: bytes, providers: list[str]) -> Any:  # noqa: N802 - onnxruntime's own name
         if isinstance(self.session, Exception):
             raise self.session
         return self.session

@@ -28,8 +28,8 @@ from rich.text import Text
 from hase.commands.common import add_ep_args, add_input_shape_arg, add_json_arg, input_shapes, stdout_console
 from hase.errors import HaseError
 from hase.files import check_output_dir, check_output_file
-from hase.profiling import decompose as P
-from hase.profiling.gpu import attribute as A
+from hase.profiling import decompose
+from hase.profiling.gpu import attribute
 from hase.profiling.gpu.records import GpuRecording
 from hase.profiling.perfetto import to_chrome_trace, write_chrome_trace
 from hase.profiling.run import ProfileAnalysis, ProfileResult, analyze, profile_folder, profile_model
@@ -159,13 +159,13 @@ def _report(a: ProfileAnalysis, profile: Path | None, trace: Path | None, wall: 
         **context,
         "profile": None if profile is None else str(profile), "trace": None if trace is None else str(trace),
         "skip_runs": a.skip_runs,
-        "n_runs": int(a.summary[P.N_RUNS]),
+        "n_runs": int(a.summary[decompose.N_RUNS]),
         "wall_ms": None if wall is None else {"median": wall.median_ms, "p10": wall.p10_ms, "p90": wall.p90_ms,
                                               "n": wall.n},
-        "decomposition_us": {k: a.summary[k] for k in P.DECOMPOSITION_COLUMNS if k != P.RUN_ID},
+        "decomposition_us": {k: a.summary[k] for k in decompose.DECOMPOSITION_COLUMNS if k != decompose.RUN_ID},
         "decomposition_per_run": a.per_run.to_dict("records"),
         "op_types": a.op_types.to_dict("records"),
-        "op_types_kernel_time_us": float(a.op_types[P.KERNEL_TIME_US].sum()),
+        "op_types_kernel_time_us": float(a.op_types[decompose.KERNEL_TIME_US].sum()),
         "op_types_note": a.op_types_note,
         "top_nodes": a.top.to_dict("records"),
         "providers": a.providers.to_dict("records"),
@@ -199,21 +199,24 @@ def _print(console: Console, a: ProfileAnalysis, profile: Path | None, trace: Pa
     where = f" on {meta['execution_provider']} ({meta['intra_op_threads']} intra-op threads, " \
             f"opt {meta['opt_level']})" if meta else ""
     source = context.get("model", str(profile))
-    console.print(f"[bold]{escape(source)}[/bold]{where}: median of {int(a.summary[P.N_RUNS])} runs "
+    console.print(f"[bold]{escape(source)}[/bold]{where}: median of {int(a.summary[decompose.N_RUNS])} runs "
                   f"(skipped {a.skip_runs} warm-up)")
     console.print(_decomposition_table(a.summary, wall))
-    provider = [("provider", P.PROVIDER, str)] if len(a.providers) > 1 else []
+    provider = [("provider", decompose.PROVIDER, str)] if len(a.providers) > 1 else []
     console.print(_frame_table("Per op type (sum of per-node medians)", _op_rows(a.op_types, OP_ROWS), [
-        ("op type", P.OP_TYPE, str), *provider, ("nodes", P.N_NODES, _count), ("kernel ms", P.KERNEL_TIME_US, _ms),
-        ("span ms", P.SPAN_US, _ms), ("share", P.KERNEL_TIME_SHARE, _pct)], footer_rows=1))
+        ("op type", decompose.OP_TYPE, str), *provider, ("nodes", decompose.N_NODES, _count),
+        ("kernel ms", decompose.KERNEL_TIME_US, _ms),
+        ("span ms", decompose.SPAN_US, _ms), ("share", decompose.KERNEL_TIME_SHARE, _pct)], footer_rows=1))
     console.print(a.op_types_note, markup=False, style="dim")
     console.print(_frame_table(f"Top {len(a.top)} nodes by span", a.top, [
-        ("node", P.NODE_NAME, _tail), ("op type", P.OP_TYPE, str), *provider, ("span ms", P.SPAN_US, _ms),
-        ("kernel ms", P.KERNEL_TIME_US, _ms), ("share", P.KERNEL_TIME_SHARE, _pct)]))
+        ("node", decompose.NODE_NAME, _tail), ("op type", decompose.OP_TYPE, str), *provider,
+        ("span ms", decompose.SPAN_US, _ms),
+        ("kernel ms", decompose.KERNEL_TIME_US, _ms), ("share", decompose.KERNEL_TIME_SHARE, _pct)]))
     providers = _frame_table("Providers", a.providers, [
-        ("provider", P.PROVIDER, str), ("nodes", P.N_NODES, _count), ("kernel ms", P.KERNEL_TIME_US, _ms),
-        ("share", P.KERNEL_TIME_SHARE, _pct)])
-    providers.caption = f"Memcpy nodes per run: {int(a.summary[P.N_MEMCPY_NODES])}"
+        ("provider", decompose.PROVIDER, str), ("nodes", decompose.N_NODES, _count),
+        ("kernel ms", decompose.KERNEL_TIME_US, _ms),
+        ("share", decompose.KERNEL_TIME_SHARE, _pct)])
+    providers.caption = f"Memcpy nodes per run: {int(a.summary[decompose.N_MEMCPY_NODES])}"
     console.print(providers)
     if a.gpu is not None:
         console.print(_gpu_table(a.gpu, len(a.top)))
@@ -233,13 +236,15 @@ def _print(console: Console, a: ProfileAnalysis, profile: Path | None, trace: Pa
         console.print(f"trace:   {trace}  (open in https://ui.perfetto.dev)", markup=False)
 
 
-def _gpu_table(gpu: A.GpuAttribution, n: int) -> Table:
+def _gpu_table(gpu: attribute.GpuAttribution, n: int) -> Table:
     """The top `n` nodes by GPU busy time (CUPTI), with the run's GPU busy/idle and the verdict as caption."""
     table = _frame_table(f"Top {min(n, len(gpu.nodes))} nodes by GPU time (CUPTI, median over runs)",
                          gpu.nodes.head(n), [
-        ("node", P.NODE_NAME, _tail), ("op type", P.OP_TYPE, str), ("GPU busy ms", A.GPU_BUSY_US, _ms),
-        ("GPU span ms", A.GPU_SPAN_US, _ms), ("launch ms", A.LAUNCH_US, _ms), ("queue ms", A.QUEUE_US, _ms),
-        ("GPU ops", A.N_ACTIVITIES, _count)])
+        ("node", decompose.NODE_NAME, _tail), ("op type", decompose.OP_TYPE, str),
+        ("GPU busy ms", attribute.GPU_BUSY_US, _ms),
+        ("GPU span ms", attribute.GPU_SPAN_US, _ms), ("launch ms", attribute.LAUNCH_US, _ms),
+        ("queue ms", attribute.QUEUE_US, _ms),
+        ("GPU ops", attribute.N_ACTIVITIES, _count)])
     v = gpu.verdict
     table.caption = (f"GPU busy {v.gpu_busy_us / 1e3:.3f} ms, idle {v.gpu_idle_us / 1e3:.3f} ms of model_run "
                      f"{v.model_run_us / 1e3:.3f} ms; {v.text()}")
@@ -250,10 +255,10 @@ def _decomposition_table(summary: pd.Series, wall: Timing | None) -> Table:
     table = Table(title="Where a model_run's time goes (median over runs)")
     for col in ("", "ms", "% of model_run", "meaning"):
         table.add_column(col, justify="right" if col in ("ms", "% of model_run") else "left")
-    run = float(summary[P.MODEL_RUN_US])
-    for key, (label, meaning) in P.METRICS.items():
+    run = float(summary[decompose.MODEL_RUN_US])
+    for key, (label, meaning) in decompose.METRICS.items():
         value = float(summary[key])
-        if key == P.NODE_OVERLAP_US and not value:
+        if key == decompose.NODE_OVERLAP_US and not value:
             continue
         share = _pct(value / run) if run > 0 and math.isfinite(value) else ""
         table.add_row(label, _ms(value), share, meaning)
@@ -267,12 +272,13 @@ def _decomposition_table(summary: pd.Series, wall: Timing | None) -> Table:
 def _op_rows(op_types: pd.DataFrame, n: int) -> pd.DataFrame:
     """The first `n` rows, the rest folded into one "(k more)" row, and a "total" row: the table shows its sum."""
     shown = op_types.head(n).copy()
-    cols = [P.N_NODES, P.KERNEL_TIME_US, P.SPAN_US, P.KERNEL_TIME_SHARE]
+    cols = [decompose.N_NODES, decompose.KERNEL_TIME_US, decompose.SPAN_US, decompose.KERNEL_TIME_SHARE]
     extra: list[dict[str, Any]] = []
     if len(op_types) > n:
         rest = op_types.iloc[n:]
-        extra.append({P.OP_TYPE: f"({len(rest)} more)", P.PROVIDER: "", **{c: rest[c].sum() for c in cols}})
-    extra.append({P.OP_TYPE: "total", P.PROVIDER: "", **{c: op_types[c].sum() for c in cols}})
+        extra.append({decompose.OP_TYPE: f"({len(rest)} more)", decompose.PROVIDER: "",
+                      **{c: rest[c].sum() for c in cols}})
+    extra.append({decompose.OP_TYPE: "total", decompose.PROVIDER: "", **{c: op_types[c].sum() for c in cols}})
     return pd.concat([shown, pd.DataFrame(extra)], ignore_index=True)
 
 

@@ -29,12 +29,12 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from hase.errors import HaseError
-from hase.evaluate import worst as W
+from hase.evaluate import worst
 from hase.evaluate.measured import check_prediction, kernel_times_ms
 from hase.files import write_atomic
 from hase.kernels import graph, split
 from hase.kernels.graph import resolve_input_shapes
-from hase.predict import features as F
+from hase.predict import features
 from hase.predict.baselines import BASELINES, MODEL_BYTES, MODEL_FLOPS
 from hase.predict.bundle import PredictorBundle
 from hase.predict.calibration import relative_lstsq
@@ -162,7 +162,7 @@ def group_of(costs: pd.DataFrame, op_types: set[str]) -> str:
     has at least MIN_CONVS convolution kernels, else `other` (MLP-only models with a patch-embedding Conv)."""
     if op_types & {"Softmax", "Attention", "MultiHeadAttention"}:
         return "transformer"
-    if int((costs[F.FAMILY] == "conv").sum()) >= MIN_CONVS:
+    if int((costs[features.FAMILY] == "conv").sum()) >= MIN_CONVS:
         return "CNN"
     return "other"
 
@@ -174,7 +174,7 @@ def evaluate_job(job: Job, bundle: PredictorBundle, info: Mapping[str, str] | No
     shapes = resolve_input_shapes(job.path, {}, job.free_dims)
     kg = graph.file_kernel_graph(job.path, bundle.ep_config(), shapes, with_weights=False)
     specs = [n.spec for n in split.split(kg)]
-    costs = F.cost_frame(specs)
+    costs = features.cost_frame(specs)
     est = estimate_model(job.path, bundle, None, shapes)
     check = check_prediction(job.path, bundle, input_shapes=shapes, policy=policy, estimate=est, profile_runs=0)
     group = (info or {}).get("group") or group_of(costs, {s.op_type for s in specs})
@@ -182,8 +182,8 @@ def evaluate_job(job: Job, bundle: PredictorBundle, info: Mapping[str, str] | No
     return {MODEL: job.path.name, GROUP: group, BATCH: job.batch,
             FREE_DIMS: ";".join(f"{k}={v}" for k, v in sorted(job.free_dims.items())),
             PREDICTED_MS: est.latency_ms, MEASURED_MS: m.latency_ms, ERROR_PCT: check.error_pct, SPREAD: m.spread,
-            NOISY: m.noisy, N_RUNS: m.n_runs, N_KERNELS: est.n_kernels, MODEL_FLOPS: float(costs[F.FLOPS].sum()),
-            MODEL_BYTES: float(costs[F.BYTES].sum()), **{k: check.device_meta.get(k) for k in META}, ERROR: ""}
+            NOISY: m.noisy, N_RUNS: m.n_runs, N_KERNELS: est.n_kernels, MODEL_FLOPS: float(costs[features.FLOPS].sum()),
+            MODEL_BYTES: float(costs[features.BYTES].sum()), **{k: check.device_meta.get(k) for k in META}, ERROR: ""}
 
 
 # ---------------------------------------------------------------------- the run, resumable
@@ -240,11 +240,11 @@ def evaluate_devset(models_dir: str | Path, bundle: PredictorBundle, csv_path: s
     table = pd.DataFrame(records, columns=list(ROW_COLUMNS))
     if not todo:
         write_atomic(csv, table.to_csv(index=False))
-    worst = explain_worst(table, [j for j in jobs if isinstance(j, Job)], bundle, kernels_csv(csv))
-    return DevsetEvaluation(table, devset_scores(table), bundle.device, worst=worst)
+    worst_rows = explain_worst(table, [j for j in jobs if isinstance(j, Job)], bundle, kernels_csv(csv))
+    return DevsetEvaluation(table, devset_scores(table), bundle.device, worst=worst_rows)
 
 
-WORST_COLUMNS = (MODEL, BATCH, PREDICTED_MS, MEASURED_MS, ERROR_PCT, *W.KERNEL_COLUMNS)
+WORST_COLUMNS = (MODEL, BATCH, PREDICTED_MS, MEASURED_MS, ERROR_PCT, *worst.KERNEL_COLUMNS)
 
 
 def kernels_csv(csv: Path) -> Path:
@@ -253,17 +253,17 @@ def kernels_csv(csv: Path) -> Path:
 
 
 def explain_worst(table: pd.DataFrame, jobs: Sequence[Job], bundle: PredictorBundle, csv: Path,
-                  n: int = W.WORST_MODELS) -> pd.DataFrame:
+                  n: int = worst.WORST_MODELS) -> pd.DataFrame:
     """The `n` rows furthest from their measured latency, each with the nodes whose prediction is furthest from
     their in-model kernel_time (one profiled run on this host per row, kept in `csv`, so a rerun reuses it)."""
     ok = table[(table[ERROR].fillna("") == "") & table[ERROR_PCT].notna()]
-    worst = ok.loc[ok[ERROR_PCT].astype(float).abs().sort_values(ascending=False).index[:n]]
+    worst_rows = ok.loc[ok[ERROR_PCT].astype(float).abs().sort_values(ascending=False).index[:n]]
     have = pd.read_csv(csv, keep_default_na=False, na_values=[""], dtype={MODEL: str, CLAMPED: str}) \
         if csv.is_file() else pd.DataFrame(columns=list(WORST_COLUMNS))
     have[CLAMPED] = have[CLAMPED].fillna("")
     by_key = {j.key: j for j in jobs}
     parts = []
-    for _, row in worst.iterrows():
+    for _, row in worst_rows.iterrows():
         key = (str(row[MODEL]), int(row[BATCH]))
         kept = have[(have[MODEL].astype(str) == key[0]) & (have[BATCH].astype(int) == key[1])]
         if len(kept) or key not in by_key:
@@ -273,7 +273,7 @@ def explain_worst(table: pd.DataFrame, jobs: Sequence[Job], bundle: PredictorBun
         try:
             shapes = resolve_input_shapes(job.path, {}, job.free_dims)
             est = estimate_model(job.path, bundle, None, shapes)
-            kernels = W.estimate_kernel_rows(est, kernel_times_ms(job.path, bundle.ep_config(), shapes))
+            kernels = worst.estimate_kernel_rows(est, kernel_times_ms(job.path, bundle.ep_config(), shapes))
         except HaseError as exc:
             log.warning("%s (batch %d): its kernels could not be profiled: %s", key[0], key[1], exc)
             continue

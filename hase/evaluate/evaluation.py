@@ -19,7 +19,7 @@ import pandas as pd
 from hase.errors import HaseError
 from hase.evaluate.ratios import CALIBRATED_HELD_OUT_MS, CALIBRATED_TRAIN_MS, EXPORTED, ratio_summary, ratio_table
 from hase.evaluate.worst import store_worst
-from hase.predict import dataset as D
+from hase.predict import dataset
 from hase.predict.baselines import baseline_results, baseline_scores
 from hase.predict.bundle import BASELINES_CSV, CV_KERNELS_CSV, CV_MODELS_CSV, load_bundle, read_manifest
 from hase.predict.calibration import COEFFICIENTS, Calibration
@@ -110,7 +110,7 @@ def evaluate_predictor(store_path: str | Path, predictor_path: str | Path, targe
     """
     root = Path(predictor_path)
     manifest = read_manifest(root)
-    data = D.load_device_data(store_path, manifest.device)
+    data = dataset.load_device_data(store_path, manifest.device)
     target = target or manifest.default_target
     if target not in manifest.targets:
         raise HaseError(f"{root} has no evaluation of target {target!r}: it has {sorted(manifest.targets)}")
@@ -125,13 +125,14 @@ def evaluate_predictor(store_path: str | Path, predictor_path: str | Path, targe
                         f"store): train on this store first (`hase train --store {store_path}`)")
     kern = cv_kernels[cv_kernels[TARGET] == target]
     by_key = grouped_metrics(kern, KEY, Y_MS, PRED_MS).sort_values("rmse_ms", ascending=False)
-    fams = grouped_metrics(held, D.FAMILY, D.MEASURED_MS, CALIBRATED_HELD_OUT_MS)
-    exported = held[held[D.FAMILY] == EXPORTED]
+    fams = grouped_metrics(held, dataset.FAMILY, dataset.MEASURED_MS, CALIBRATED_HELD_OUT_MS)
+    exported = held[held[dataset.FAMILY] == EXPORTED]
     headline = Headline(
-        device=data.device, target=target, calibration=cal, n_models=len(table), n_families=table[D.FAMILY].nunique(),
-        held_out=score(held[D.MEASURED_MS], held[CALIBRATED_HELD_OUT_MS]),
-        held_out_exported=score(exported[D.MEASURED_MS], exported[CALIBRATED_HELD_OUT_MS]),
-        train=score(table[D.MEASURED_MS], table[CALIBRATED_TRAIN_MS]), baselines=baseline_results(baselines),
+        device=data.device, target=target, calibration=cal, n_models=len(table),
+        n_families=table[dataset.FAMILY].nunique(),
+        held_out=score(held[dataset.MEASURED_MS], held[CALIBRATED_HELD_OUT_MS]),
+        held_out_exported=score(exported[dataset.MEASURED_MS], exported[CALIBRATED_HELD_OUT_MS]),
+        train=score(table[dataset.MEASURED_MS], table[CALIBRATED_TRAIN_MS]), baselines=baseline_results(baselines),
         kernels_held_out=score(kern[Y_MS], kern[PRED_MS]))
     worst = store_worst(data, table, cv_kernels, target, _saved_predictor(root, manifest, target))
     return Evaluation(data.device, target, cal.name, table, ratio_summary(table), candidate_scores(cv_models),

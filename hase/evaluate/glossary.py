@@ -5,12 +5,12 @@ unexplained name.
 """
 from __future__ import annotations
 
-from hase.evaluate import devset as V
+from hase.evaluate import devset
 from hase.evaluate.evaluation import TARGET_ACC10, TARGET_RMSPE
 from hase.evaluate.plots import SOURCES
 from hase.evaluate.ratios import CALIBRATED_HELD_OUT_MS, SCOPE, SOURCE_COLUMN
 from hase.evaluate.worst import FINAL, HELD_OUT, IN_MODEL_MS, KERNEL_DIFF_MS, KERNEL_PRED_MS, PRED_FROM
-from hase.predict import dataset as D
+from hase.predict import dataset
 from hase.predict.baselines import BASELINE, MODEL_BYTES, MODEL_FLOPS
 from hase.predict.crossval import CALIBRATION, SPLIT, TARGET
 from hase.predict.predictor import CLAMPED, KEY
@@ -30,11 +30,12 @@ SOURCE_DOCS = {  # summary `source` value (a latency column) -> what it is
     "calibrated_train_ms": "the same calibrated prediction from the predictor trained on every model (in-sample)",
 }
 COLUMNS: dict[str, str] = {
-    D.MODEL_ID: "the model's name in the store",
-    D.FAMILY: "the model family (one architecture swept over sizes); `exported` are real models exported with "
+    dataset.MODEL_ID: "the model's name in the store",
+    dataset.FAMILY: "the model family (one architecture swept over sizes); `exported` are real models exported with "
               "torch.onnx. Held-out figures leave a whole family out of training",
-    D.MEASURED_MS: "measured latency of the whole model (ms): the minimum of the block medians of `session.run` wall "
-                    "times (the plain median for stores collected before Hase measured in blocks)",
+    dataset.MEASURED_MS: "measured latency of the whole model (ms): the minimum of the block medians of "
+                         "`session.run` wall times (the plain median for stores collected before Hase measured in "
+                         "blocks)",
     CALIBRATED_HELD_OUT_MS: "predicted latency (ms) with the model's family left out of training",
     SOURCE_COLUMN: "which sum of kernel times, or which prediction, the row compares with the measured latency "
                    "(see Sources below)",
@@ -49,7 +50,8 @@ COLUMNS: dict[str, str] = {
              f"≥ {TARGET_ACC10:.0%}",
     "mean_ratio": "mean of (sum or prediction) / measured latency: 1 is exact, below 1 under-estimates",
     "median_ratio": "median of (sum or prediction) / measured latency",
-    TARGET: "which kernel time the per-op forests learnt: " + "; ".join(f"`{k}`, {v}" for k, v in D.TARGET_DOC.items()),
+    TARGET: "which kernel time the per-op forests learnt: " + "; ".join(f"`{k}`, {v}" for k,
+                                                                        v in dataset.TARGET_DOC.items()),
     CALIBRATION: "how the sum Σ of kernel predictions becomes a model latency: `raw` is Σ itself, `scale` α·Σ+β, "
                  "`per_kernel` α·Σ+γ·kernels+β; fitted by least squares (`ols`), least relative squares "
                  "(`relative`) or the robust Huber loss (`huber`)",
@@ -59,25 +61,25 @@ COLUMNS: dict[str, str] = {
     KEY: "the forest that predicted the kernels: an op type's own (`Conv`), else a `family:NAME` or the "
          "`generic` fallback",
     **{col: f"{label} / measured latency" for col, label in SOURCES.items()},
-    V.MODEL: "the model's file in the models folder",
-    V.GROUP: "`transformer` when the model has attention (a Softmax; conv/attention hybrids included), `CNN` when "
+    devset.MODEL: "the model's file in the models folder",
+    devset.GROUP: "`transformer` when the model has attention (a Softmax; conv/attention hybrids included), `CNN` when "
              "it has convolutions (three or more), else `other`; `all` scores every row",
-    V.BATCH: "the batch size the row was predicted and measured at (a static model's own, or 1, 2, 4, 8 set "
+    devset.BATCH: "the batch size the row was predicted and measured at (a static model's own, or 1, 2, 4, 8 set "
              "through the symbolic batch dimension)",
-    V.METHOD: "`hase`: this predictor; `flops` / `flops+bytes`: a straight line in model FLOPs (and bytes moved) "
+    devset.METHOD: "`hase`: this predictor; `flops` / `flops+bytes`: a straight line in model FLOPs (and bytes moved) "
               "fitted by relative least squares on every other model's rows (leave-one-model-out)",
-    V.PREDICTED_MS: "latency predicted by `hase predict` (ms)",
+    devset.PREDICTED_MS: "latency predicted by `hase predict` (ms)",
     MEASURED_MIN_MS: "latency measured on this host in the predictor's configuration: the minimum of the block "
                      "medians of IOBinding runs (ms), robust to a busy host",
-    V.ERROR_PCT: "(predicted - measured) / measured, in %",
-    V.MEDIAN_ERROR_PCT: "median over the rows of (predicted - measured) / measured, in %: the typical bias",
-    V.SPREAD: "(largest - smallest block median) / smallest: how much the host's speed moved while measuring",
-    V.NOISY: "`yes` when the spread is over the noise bound: the measured figure is less certain",
-    D.N_KERNELS: "nodes in ONNX Runtime's optimized graph that the predictor summed",
+    devset.ERROR_PCT: "(predicted - measured) / measured, in %",
+    devset.MEDIAN_ERROR_PCT: "median over the rows of (predicted - measured) / measured, in %: the typical bias",
+    devset.SPREAD: "(largest - smallest block median) / smallest: how much the host's speed moved while measuring",
+    devset.NOISY: "`yes` when the spread is over the noise bound: the measured figure is less certain",
+    dataset.N_KERNELS: "nodes in ONNX Runtime's optimized graph that the predictor summed",
     MODEL_FLOPS: "the model's floating-point operations, summed over its kernels (what the baselines fit on)",
     MODEL_BYTES: "bytes the model's kernels read and write, summed (the second input of the FLOPs+bytes line)",
-    D.NODE_NAME: "the node of ONNX Runtime's optimized graph (one kernel run)",
-    D.OP_TYPE: "the node's op type",
+    dataset.NODE_NAME: "the node of ONNX Runtime's optimized graph (one kernel run)",
+    dataset.OP_TYPE: "the node's op type",
     KERNEL_PRED_MS: "the kernel's predicted time (ms), before calibration",
     IN_MODEL_MS: "the node's measured time inside the model (ms): its span in the profiled run (store models), or "
                  "its ORT kernel_time in a profiled run on this host (real exported models)",

@@ -26,7 +26,7 @@ from hase.kernels.graph import resolve_input_shapes
 from hase.measure.model import measure_latency
 from hase.predict.bundle import PredictorBundle
 from hase.predict.estimate import ModelEstimate, ModelResult, PredictFailure, estimate_model
-from hase.profiling import decompose as P
+from hase.profiling import decompose
 from hase.profiling.run import profile_model
 from hase.runtime import sessions
 from hase.runtime.robust import BlockPolicy, RobustTiming
@@ -146,7 +146,8 @@ def kernel_times_ms(path: str | Path, ep: EPConfig, input_shapes: Mapping[str, t
 
     with tempfile.TemporaryDirectory(prefix="hase_check_") as tmp:
         result = profile_model(path, ep, runs=runs, warmup=PROFILE_WARMUP, input_shapes=input_shapes, workdir=tmp)
-    summary = P.node_summary(result.events, skip_runs=result.skip_runs)
-    summary = summary[~summary[P.NESTED]]
-    return {str(name): float(us) / 1e3 for name, us in zip(summary[P.NODE_NAME], summary[P.KERNEL_TIME_US],
+    summary = decompose.node_summary(result.events, skip_runs=result.skip_runs)
+    summary = summary[~summary[decompose.NESTED]]
+    return {str(name): float(us) / 1e3 for name,
+            us in zip(summary[decompose.NODE_NAME], summary[decompose.KERNEL_TIME_US],
                                                           strict=True)}

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from hase.evaluate import devset as V
+from hase.evaluate import devset
 from hase.evaluate.evaluation import TARGET_RMSPE, Evaluation
 from hase.evaluate.ratios import CALIBRATED_HELD_OUT_MS, CALIBRATED_TRAIN_MS
-from hase.predict import dataset as D
+from hase.predict import dataset
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -98,15 +98,15 @@ def _nothing(ax: Axes, text: str) -> None:
 
 def _pred_vs_measured(ax: Axes, ev: Evaluation) -> None:
     m = ev.models
-    lo, hi = m[D.MEASURED_MS].min() * 0.7, m[D.MEASURED_MS].max() * 1.4
+    lo, hi = m[dataset.MEASURED_MS].min() * 0.7, m[dataset.MEASURED_MS].max() * 1.4
     x = np.geomspace(lo, hi, 50)
     ax.fill_between(x, x * 0.9, x * 1.1, color="0.85", label="±10 %")
     ax.plot(x, x, color="0.4", lw=1)
-    ax.scatter(m[D.MEASURED_MS], m[CALIBRATED_TRAIN_MS], s=14, facecolors="none", edgecolors="0.6",
+    ax.scatter(m[dataset.MEASURED_MS], m[CALIBRATED_TRAIN_MS], s=14, facecolors="none", edgecolors="0.6",
                label="in-sample (train)")
     markers = "osD^v<>"
-    for i, (fam, g) in enumerate(m.groupby(D.FAMILY)):
-        ax.scatter(g[D.MEASURED_MS], g[CALIBRATED_HELD_OUT_MS], s=18, marker=markers[i // 10 % len(markers)],
+    for i, (fam, g) in enumerate(m.groupby(dataset.FAMILY)):
+        ax.scatter(g[dataset.MEASURED_MS], g[CALIBRATED_HELD_OUT_MS], s=18, marker=markers[i // 10 % len(markers)],
                    label=str(fam))
     ax.set(xscale="log", yscale="log", xlabel="measured latency (ms)",
            ylabel="predicted latency (ms)")
@@ -138,7 +138,7 @@ def _family_error(ax: Axes, ev: Evaluation) -> None:
     if f.empty:
         _nothing(ax, "no family was held out")
         return
-    ax.barh(f[D.FAMILY].astype(str), f["rmspe"], color="tab:blue")
+    ax.barh(f[dataset.FAMILY].astype(str), f["rmspe"], color="tab:blue")
     for y, (r, a) in enumerate(zip(f["rmspe"], f["acc10"], strict=True)):
         ax.text(r, y, f" {a:.0%} within ±10 %" if np.isfinite(a) else "", va="center", fontsize=7,
                 bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.8})
@@ -186,18 +186,18 @@ def devset_plot(dev: DevsetEvaluation) -> Plot:
     caption = ("One dot per model and batch size, predicted by Hase (filled, by group) and by the FLOPs+bytes "
                "straight line fitted on the other models (hollow grey). Dots inside the grey band are within ±10 % "
                "of the latency measured here, in the predictor's own configuration (min of block medians).")
-    data = V.with_baselines(dev.rows)
+    data = devset.with_baselines(dev.rows)
     fig, ax = plt.subplots(figsize=(7, 5), dpi=90)
     if data.empty:
         _nothing(ax, "no model was measured")
     else:
-        y = data[V.MEASURED_MS].astype(float)
+        y = data[devset.MEASURED_MS].astype(float)
         x = np.geomspace(float(y.min()) * 0.7, float(y.max()) * 1.4, 50)
         ax.fill_between(x, x * 0.9, x * 1.1, color="0.85", label="±10 %")
         ax.plot(x, x, color="0.4", lw=1)
         ax.scatter(y, data["flops+bytes"], s=16, facecolors="none", edgecolors="0.55", label="FLOPs+bytes line")
-        for marker, (group, g) in zip("osD^v", data.groupby(V.GROUP), strict=False):
-            ax.scatter(g[V.MEASURED_MS].astype(float), g[V.PREDICTED_MS].astype(float), s=20, marker=marker,
+        for marker, (group, g) in zip("osD^v", data.groupby(devset.GROUP), strict=False):
+            ax.scatter(g[devset.MEASURED_MS].astype(float), g[devset.PREDICTED_MS].astype(float), s=20, marker=marker,
                        label=f"Hase, {group}")
         ax.set(xscale="log", yscale="log", xlabel="measured latency (ms)", ylabel="predicted latency (ms)")
         ax.legend(fontsize=7, loc="upper left")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hase.predict import dataset as D
+from hase.predict import dataset
 from hase.predict.crossval import CALIBRATION, HELD_OUT, SPLIT, SUM_PRED_MS, TARGET, TRAIN
 from hase.predict.metrics import metrics
 from hase.predict.predictor import PRED_MS
@@ -29,30 +29,30 @@ def ratio_column(ms_column: str) -> str:
     return ms_column.replace("_ms", "_ratio")
 
 
-def ratio_table(data: D.DeviceData, cv_models: pd.DataFrame, target: str, calibration: str) -> pd.DataFrame:
+def ratio_table(data: dataset.DeviceData, cv_models: pd.DataFrame, target: str, calibration: str) -> pd.DataFrame:
     """Per model (the sampled kernel blocks left out): measured latency, each kernel-sum source and the
     predictions, and each as a ratio to measured.
 
         model_id | family | measured_ms | n_kernels | sum_warm_ms ... calibrated_train_ms | sum_warm_ratio ...
     """
-    sums = D.model_sums(data).set_index(D.MODEL_ID)
-    sums = sums[~sums[D.FAMILY].map(is_sampled)]  # sampled kernel blocks are training data, not models to score
+    sums = dataset.model_sums(data).set_index(dataset.MODEL_ID)
+    sums = sums[~sums[dataset.FAMILY].map(is_sampled)]  # sampled kernel blocks are training data, not models to score
     sel = cv_models[(cv_models[TARGET] == target) & (cv_models[CALIBRATION] == calibration)]
-    held = sel[sel[SPLIT] == HELD_OUT].set_index(D.MODEL_ID)
-    train = sel[sel[SPLIT] == TRAIN].set_index(D.MODEL_ID)
-    t = sums[[D.FAMILY, D.MEASURED_MS, D.N_KERNELS, *D.SUM_COLUMNS.values()]].copy()
+    held = sel[sel[SPLIT] == HELD_OUT].set_index(dataset.MODEL_ID)
+    train = sel[sel[SPLIT] == TRAIN].set_index(dataset.MODEL_ID)
+    t = sums[[dataset.FAMILY, dataset.MEASURED_MS, dataset.N_KERNELS, *dataset.SUM_COLUMNS.values()]].copy()
     t[SUM_PRED_HELD_OUT_MS] = held[SUM_PRED_MS]
     t[CALIBRATED_HELD_OUT_MS] = held[PRED_MS]
     t[CALIBRATED_TRAIN_MS] = train[PRED_MS]
-    for col in [*D.SUM_COLUMNS.values(), *SOURCE_KIND]:
-        t[ratio_column(col)] = t[col] / t[D.MEASURED_MS]
-    return t.reset_index().sort_values([D.FAMILY, D.MODEL_ID]).reset_index(drop=True)
+    for col in [*dataset.SUM_COLUMNS.values(), *SOURCE_KIND]:
+        t[ratio_column(col)] = t[col] / t[dataset.MEASURED_MS]
+    return t.reset_index().sort_values([dataset.FAMILY, dataset.MODEL_ID]).reset_index(drop=True)
 
 
 def scopes(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The model sets the summary scores: all models, and zoo / exported models apart only when the store has
     both (with one kind only, its scope would repeat the `all` rows)."""
-    is_exported = table[D.FAMILY] == EXPORTED
+    is_exported = table[dataset.FAMILY] == EXPORTED
     if is_exported.all() or not is_exported.any():
         return {ALL: table}
     return {ALL: table, ZOO: table[~is_exported], EXPORTED: table[is_exported]}
@@ -67,5 +67,5 @@ def ratio_summary(table: pd.DataFrame) -> pd.DataFrame:
         src = col[: -len("_ratio")] + "_ms"
         for scope, t in scopes(table).items():
             rows.append({SOURCE_COLUMN: src, SPLIT: SOURCE_KIND.get(src, MEASURED), SCOPE: scope,
-                         **metrics(t[D.MEASURED_MS], t[src])})
+                         **metrics(t[dataset.MEASURED_MS], t[src])})
     return pd.DataFrame(rows)

@@ -18,15 +18,14 @@ import numpy as np
 import pandas as pd
 
 from hase.errors import HaseError
-from hase.evaluate import devset as V
-from hase.evaluate import worst as W
+from hase.evaluate import devset, worst
 from hase.evaluate.evaluation import TARGET_ACC10, TARGET_RMSPE, Evaluation, evaluate_predictor
 from hase.evaluate.glossary import CHOSEN, COLUMNS, MEASURED_MIN_MS, SOURCE_DOCS
 from hase.evaluate.plots import SOURCES, Plot, devset_plot, render_plots
 from hase.evaluate.ratios import CALIBRATED_HELD_OUT_MS, SCOPE, SOURCE_COLUMN, ratio_column
 from hase.evaluate.render import STYLE, html_table, inline_html, md_table
 from hase.files import write_atomic
-from hase.predict import dataset as D
+from hase.predict import dataset
 from hase.predict.baselines import BASELINE, MODEL_BYTES, MODEL_FLOPS
 from hase.predict.crossval import CALIBRATION, SPLIT, TARGET
 from hase.predict.metrics import SCORE_COLUMNS, Scores
@@ -51,7 +50,8 @@ def report_predictor(store_path: str | Path, predictor_path: str | Path, out_dir
     return ev, write_report(ev, out_dir)
 
 
-def write_report(ev: Evaluation | None, out_dir: str | Path, dev: V.DevsetEvaluation | None = None) -> dict[str, Path]:
+def write_report(ev: Evaluation | None, out_dir: str | Path, dev: devset.DevsetEvaluation | None = None) -> dict[str,
+                                                                                                                 Path]:
     """Write CSVs, report.md (+ PNG plots) and report.html (plots embedded) to `out_dir`; returns the paths.
 
     `dev` adds the real exported models' section (its scores as devset_scores.csv; its rows are the devset CSV
@@ -81,7 +81,7 @@ def write_report(ev: Evaluation | None, out_dir: str | Path, dev: V.DevsetEvalua
     return paths
 
 
-def all_plots(ev: Evaluation | None, dev: V.DevsetEvaluation | None = None) -> dict[str, Plot]:
+def all_plots(ev: Evaluation | None, dev: devset.DevsetEvaluation | None = None) -> dict[str, Plot]:
     """The store evaluation's plots (when `ev` is given), then the devset's (when `dev` is)."""
     plots = render_plots(ev) if ev is not None else {}
     if dev is not None:
@@ -172,7 +172,7 @@ def sections(ev: Evaluation) -> list[Section]:
         Section("families", "Held-out error by family",
                 "Each family predicted by a predictor trained on the other families only, worst first. A high "
                 "RMSPE means the family has kernels or shapes unlike the rest of the training set.",
-                ev.families.sort_values("rmspe", ascending=False)[[D.FAMILY, *SCORE_COLUMNS]]),
+                ev.families.sort_values("rmspe", ascending=False)[[dataset.FAMILY, *SCORE_COLUMNS]]),
         Section("kernels", "Held-out kernel error by predictor key (kernels never seen in training)",
                 "Single-kernel predictions for kernels only the held-out family has, grouped by the forest that "
                 "predicted them, largest RMSE (ms) first: where a better feature or more training shapes would "
@@ -180,17 +180,18 @@ def sections(ev: Evaluation) -> list[Section]:
         Section("models", "Every model",
                 "One row per measured model: its measured latency, the held-out prediction, and each source as a "
                 "ratio to the measured latency (1.000 = exact).",
-                ev.models[[D.MODEL_ID, D.FAMILY, D.MEASURED_MS, CALIBRATED_HELD_OUT_MS, *ratio_cols]]),
+                ev.models[[dataset.MODEL_ID, dataset.FAMILY, dataset.MEASURED_MS, CALIBRATED_HELD_OUT_MS,
+                           *ratio_cols]]),
     ]
 
 
-def devset_lines(dev: V.DevsetEvaluation) -> list[str]:
+def devset_lines(dev: devset.DevsetEvaluation) -> list[str]:
     """The devset's headline figures as Markdown bullet points: Hase, then each baseline, over every row."""
-    rows = V.with_baselines(dev.rows)
+    rows = devset.with_baselines(dev.rows)
     cfg = ", ".join(f"{k} {rows[k].iloc[0]}" for k in ("cpu_model", "opt_level", "intra_op_threads")) if len(rows) \
         else "nothing measured"
-    n_err = int((dev.rows[V.ERROR].fillna("") != "").sum())
-    lines = [f"- real exported models: {len(rows)} rows ({rows[V.MODEL].nunique() if len(rows) else 0} models"
+    n_err = int((dev.rows[devset.ERROR].fillna("") != "").sum())
+    lines = [f"- real exported models: {len(rows)} rows ({rows[devset.MODEL].nunique() if len(rows) else 0} models"
              f"{f', {n_err} could not be evaluated' if n_err else ''}), predictor `{dev.predictor_device}`, measured "
              f"here ({cfg})"]
     if dev.host_mismatches:
@@ -199,26 +200,27 @@ def devset_lines(dev: V.DevsetEvaluation) -> list[str]:
         lines.append(f"- left out of the batch sweep: {len(dev.left_out)} models ("
                      + "; ".join(f"{m}: {why}" for m, why in list(dev.left_out.items())[:3])
                      + ("; ..." if len(dev.left_out) > 3 else "") + ")")
-    for _, r in dev.scores[dev.scores[V.GROUP] == V.ALL].iterrows():
-        lines.append(f"- real exported models, {r[V.METHOD]}: ±10 % **{_pct(r['acc10'])}**, RMSPE "
-                     f"**{r['rmspe']:.1f} %**, median error {r[V.MEDIAN_ERROR_PCT]:+.1f} % over {r['n']} rows"
-                     if r["n"] else f"- real exported models, {r[V.METHOD]}: no rows to score")
+    for _, r in dev.scores[dev.scores[devset.GROUP] == devset.ALL].iterrows():
+        lines.append(f"- real exported models, {r[devset.METHOD]}: ±10 % **{_pct(r['acc10'])}**, RMSPE "
+                     f"**{r['rmspe']:.1f} %**, median error {r[devset.MEDIAN_ERROR_PCT]:+.1f} % over {r['n']} rows"
+                     if r["n"] else f"- real exported models, {r[devset.METHOD]}: no rows to score")
     return lines
 
 
-def devset_sections(dev: V.DevsetEvaluation) -> list[Section]:
+def devset_sections(dev: devset.DevsetEvaluation) -> list[Section]:
     """The real exported models' tables: scores by group against the baselines, then every row."""
-    rows = dev.rows.rename(columns={V.MEASURED_MS: MEASURED_MIN_MS})
-    rows = rows[rows[V.ERROR].fillna("") == ""].sort_values([V.GROUP, V.MODEL, V.BATCH])
-    shown = [V.MODEL, V.GROUP, V.BATCH, V.PREDICTED_MS, MEASURED_MIN_MS, V.ERROR_PCT, V.SPREAD, V.NOISY,
-             D.N_KERNELS, MODEL_FLOPS, MODEL_BYTES]
+    rows = dev.rows.rename(columns={devset.MEASURED_MS: MEASURED_MIN_MS})
+    rows = rows[rows[devset.ERROR].fillna("") == ""].sort_values([devset.GROUP, devset.MODEL, devset.BATCH])
+    shown = [devset.MODEL, devset.GROUP, devset.BATCH, devset.PREDICTED_MS, MEASURED_MIN_MS, devset.ERROR_PCT,
+             devset.SPREAD, devset.NOISY,
+             dataset.N_KERNELS, MODEL_FLOPS, MODEL_BYTES]
     return [
         Section("devset", "Real exported models",
                 "Models exported by third-party libraries (none in the training zoo), predicted by this predictor "
                 "and measured on this host in the predictor's own configuration, by group, beside straight lines in "
                 "FLOPs and in FLOPs and bytes fitted on the other models (leave-one-model-out). A model with a "
                 "symbolic batch dimension is scored at batch 1, 2, 4 and 8.",
-                dev.scores[list(V.SCORE_TABLE)]),
+                dev.scores[list(devset.SCORE_TABLE)]),
         Section("devset_models", "Real exported models, one row per model and batch",
                 "Worst predictions show where the predictor extrapolates; `noisy` rows were measured while the host's "
                 "speed moved.", rows[shown]),
@@ -227,7 +229,7 @@ def devset_sections(dev: V.DevsetEvaluation) -> list[Section]:
 
 def _same_sums(ev: Evaluation) -> str:
     """Why the Σ in-model span and Σ kernel_time rows read the same, when they do."""
-    span, kernel_time = D.SUM_COLUMNS["span"], D.SUM_COLUMNS["kernel_time"]
+    span, kernel_time = dataset.SUM_COLUMNS["span"], dataset.SUM_COLUMNS["kernel_time"]
     if not {span, kernel_time} <= set(ev.models.columns):
         return ""
     a, b = ev.models[span].to_numpy(dtype=float), ev.models[kernel_time].to_numpy(dtype=float)
@@ -263,7 +265,7 @@ DEVSET_READING = ("Measured = the minimum of the block medians of IOBinding runs
 
 
 def _page(ev: Evaluation | None,
-          dev: V.DevsetEvaluation | None) -> tuple[str, list[str], str, list[Section], list[Section]]:
+          dev: devset.DevsetEvaluation | None) -> tuple[str, list[str], str, list[Section], list[Section]]:
     """(title, headline lines, how to read it, the first sections: the worst models, then the other sections) of a
     report of `ev`, `dev` or both."""
     lines = headline_lines(ev) if ev is not None else []
@@ -281,22 +283,22 @@ WORST_INTRO = ("The models predicted furthest from their measured latency, each 
                "a prediction the physical band around the kernel's roofline cut.")
 
 
-def worst_sections(ev: Evaluation | None, dev: V.DevsetEvaluation | None) -> list[Section]:
+def worst_sections(ev: Evaluation | None, dev: devset.DevsetEvaluation | None) -> list[Section]:
     """The worst models with the kernels that carry their error: the store's held-out models, then the real
     exported models (those the devset run profiled)."""
     out = []
     if ev is not None and len(ev.worst):
         out.append(Section("worst", "Worst models (held out) and the kernels that carry their error",
-                           WORST_INTRO.format(k=W.WORST_KERNELS), ev.worst))
+                           WORST_INTRO.format(k=worst.WORST_KERNELS), ev.worst))
     if dev is not None and len(dev.worst):
-        rows = dev.worst.rename(columns={V.MEASURED_MS: MEASURED_MIN_MS})
+        rows = dev.worst.rename(columns={devset.MEASURED_MS: MEASURED_MIN_MS})
         out.append(Section("devset_worst", "Worst real exported models and the kernels that carry their error",
-                           WORST_INTRO.format(k=W.WORST_KERNELS), rows))
+                           WORST_INTRO.format(k=worst.WORST_KERNELS), rows))
     return out
 
 
 def markdown(ev: Evaluation | None, plots: dict[str, Plot], plot_dir: str = "plots",
-             dev: V.DevsetEvaluation | None = None) -> str:
+             dev: devset.DevsetEvaluation | None = None) -> str:
     """The Markdown report: headline, plots with captions, the tables, the glossary."""
     title, lines, reading, first, secs = _page(ev, dev)
     parts = [f"# {title}", "", *lines, "", reading, ""]
@@ -313,7 +315,7 @@ def markdown(ev: Evaluation | None, plots: dict[str, Plot], plot_dir: str = "plo
     return "\n".join(parts)
 
 
-def html_page(ev: Evaluation | None, plots: dict[str, Plot], dev: V.DevsetEvaluation | None = None) -> str:
+def html_page(ev: Evaluation | None, plots: dict[str, Plot], dev: devset.DevsetEvaluation | None = None) -> str:
     """A self-contained HTML page: the Markdown report's content, plots inlined as base64 PNG."""
     title, lines, reading, first, secs = _page(ev, dev)
     columns, sources = glossary([s.table for s in [*first, *secs]])
@@ -328,13 +330,13 @@ def html_page(ev: Evaluation | None, plots: dict[str, Plot], dev: V.DevsetEvalua
         return (f'<h2 id="{s.anchor}">{html.escape(s.title)}</h2><p class="intro">{inline_html(s.intro)}</p>'
                 f"{html_table(s.table)}")
 
-    worst, body = "".join(block(s) for s in first), "".join(block(s) for s in secs)
+    first_html, body = "".join(block(s) for s in first), "".join(block(s) for s in secs)
     title = html.escape(title)
     glossed = f'<h3>Sources</h3>{html_table(sources, "glossary", markup=True)}' if ev is not None else ""
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<meta name='viewport' content='width=device-width,initial-scale=1'><title>{title}</title>"
             f"<style>{STYLE}</style></head><body><h1>{title}</h1><ul>{heads}</ul>"
-            f'<p class="intro">{inline_html(reading)}</p><p>{toc}</p>{worst}'
+            f'<p class="intro">{inline_html(reading)}</p><p>{toc}</p>{first_html}'
             f'<h2 id="plots">Plots</h2><div class="plots">{figs}</div>{body}'
             f'<h2 id="glossary">Glossary</h2>{html_table(columns, "glossary", markup=True)}'
             f"{glossed}</body></html>\n")

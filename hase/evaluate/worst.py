@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from hase.evaluate.ratios import CALIBRATED_HELD_OUT_MS
-from hase.predict import dataset as D
+from hase.predict import dataset
 from hase.predict.crossval import FOLD, TARGET
 from hase.predict.estimate import ModelEstimate
 from hase.predict.predictor import CLAMPED, PRED_MS, KernelPredictor
@@ -26,8 +26,9 @@ WORST_MODELS, WORST_KERNELS = 5, 5  # models shown, and kernels per model
 KERNEL_PRED_MS, IN_MODEL_MS, KERNEL_DIFF_MS = "kernel_pred_ms", "in_model_ms", "kernel_diff_ms"
 ERROR_PCT, PRED_FROM, PREDICTED_MS = "error_pct", "pred_from", "predicted_ms"
 HELD_OUT, FINAL = "held out", "final"  # where a store kernel's prediction came from
-KERNEL_COLUMNS = (D.NODE_NAME, D.OP_TYPE, KERNEL_PRED_MS, IN_MODEL_MS, KERNEL_DIFF_MS, CLAMPED)
-STORE_COLUMNS = (D.MODEL_ID, D.FAMILY, D.MEASURED_MS, PREDICTED_MS, ERROR_PCT, *KERNEL_COLUMNS, PRED_FROM)
+KERNEL_COLUMNS = (dataset.NODE_NAME, dataset.OP_TYPE, KERNEL_PRED_MS, IN_MODEL_MS, KERNEL_DIFF_MS, CLAMPED)
+STORE_COLUMNS = (dataset.MODEL_ID, dataset.FAMILY, dataset.MEASURED_MS, PREDICTED_MS, ERROR_PCT, *KERNEL_COLUMNS,
+                 PRED_FROM)
 
 
 def largest_differences(nodes: pd.DataFrame, k: int = WORST_KERNELS) -> pd.DataFrame:
@@ -38,30 +39,33 @@ def largest_differences(nodes: pd.DataFrame, k: int = WORST_KERNELS) -> pd.DataF
     return out.loc[size.sort_values(ascending=False, kind="stable").index[:k]]
 
 
-def store_worst(data: D.DeviceData, table: pd.DataFrame, cv_kernels: pd.DataFrame, target: str,
+def store_worst(data: dataset.DeviceData, table: pd.DataFrame, cv_kernels: pd.DataFrame, target: str,
                 predictor: KernelPredictor | None, n: int = WORST_MODELS, k: int = WORST_KERNELS) -> pd.DataFrame:
     """The `n` held-out models furthest from their measured latency, each with its `k` nodes whose predicted time
     is furthest from their in-model span (STORE_COLUMNS; empty when no model was held out)."""
     held = table.dropna(subset=[CALIBRATED_HELD_OUT_MS])
     if held.empty:
         return pd.DataFrame(columns=list(STORE_COLUMNS))
-    err = (held[CALIBRATED_HELD_OUT_MS] / held[D.MEASURED_MS] - 1) * 100
+    err = (held[CALIBRATED_HELD_OUT_MS] / held[dataset.MEASURED_MS] - 1) * 100
     worst = held.assign(**{ERROR_PCT: err}).loc[err.abs().sort_values(ascending=False).index[:n]]
     cv = cv_kernels[cv_kernels[TARGET] == target]
     parts = []
     for _, m in worst.iterrows():
-        nodes = data.nodes[data.nodes[D.MODEL_ID] == m[D.MODEL_ID]]
-        pred, source, clamped = _store_predictions(data, nodes[D.KERNEL_ID], cv[cv[FOLD] == m[D.FAMILY]], predictor)
-        frame = pd.DataFrame({D.NODE_NAME: nodes[D.NODE_NAME], D.OP_TYPE: nodes[D.OP_TYPE], KERNEL_PRED_MS: pred,
-                              IN_MODEL_MS: nodes[D.SPAN_MS].to_numpy(dtype=float), CLAMPED: clamped,
+        nodes = data.nodes[data.nodes[dataset.MODEL_ID] == m[dataset.MODEL_ID]]
+        pred, source, clamped = _store_predictions(data, nodes[dataset.KERNEL_ID], cv[cv[FOLD] == m[dataset.FAMILY]],
+                                                   predictor)
+        frame = pd.DataFrame({dataset.NODE_NAME: nodes[dataset.NODE_NAME], dataset.OP_TYPE: nodes[dataset.OP_TYPE],
+                              KERNEL_PRED_MS: pred,
+                              IN_MODEL_MS: nodes[dataset.SPAN_MS].to_numpy(dtype=float), CLAMPED: clamped,
                               PRED_FROM: source})
         top = largest_differences(frame, k)
-        parts.append(top.assign(**{D.MODEL_ID: m[D.MODEL_ID], D.FAMILY: m[D.FAMILY], D.MEASURED_MS: m[D.MEASURED_MS],
+        parts.append(top.assign(**{dataset.MODEL_ID: m[dataset.MODEL_ID], dataset.FAMILY: m[dataset.FAMILY],
+                                   dataset.MEASURED_MS: m[dataset.MEASURED_MS],
                                    PREDICTED_MS: m[CALIBRATED_HELD_OUT_MS], ERROR_PCT: m[ERROR_PCT]}))
     return pd.concat(parts, ignore_index=True)[list(STORE_COLUMNS)]
 
 
-def _store_predictions(data: D.DeviceData, kernel_ids: pd.Series, fold: pd.DataFrame,
+def _store_predictions(data: dataset.DeviceData, kernel_ids: pd.Series, fold: pd.DataFrame,
                        predictor: KernelPredictor | None) -> tuple[np.ndarray, list[str], list[str]]:
     """Per node: the prediction (held out where the fold never saw the kernel, else the saved predictor's; NaN
     without either), where it came from, and its clamp."""
@@ -71,9 +75,9 @@ def _store_predictions(data: D.DeviceData, kernel_ids: pd.Series, fold: pd.DataF
         frame, _ = predictor.predict_detail([data.specs[k] for k in ids], n_draws=1)
         pred[:] = frame[PRED_MS].to_numpy()
         source, clamped = [FINAL] * len(ids), [str(c) for c in frame[CLAMPED]]
-    once = fold.drop_duplicates(D.KERNEL_ID)
-    held = {str(k): float(v) for k, v in zip(once[D.KERNEL_ID], once[PRED_MS], strict=True)}
-    held_clamp = {str(k): str(v) for k, v in zip(once[D.KERNEL_ID], once[CLAMPED].fillna(""), strict=True)} \
+    once = fold.drop_duplicates(dataset.KERNEL_ID)
+    held = {str(k): float(v) for k, v in zip(once[dataset.KERNEL_ID], once[PRED_MS], strict=True)}
+    held_clamp = {str(k): str(v) for k, v in zip(once[dataset.KERNEL_ID], once[CLAMPED].fillna(""), strict=True)} \
         if CLAMPED in once else {}
     for i, kid in enumerate(ids):
         if kid in held:
@@ -84,7 +88,8 @@ def _store_predictions(data: D.DeviceData, kernel_ids: pd.Series, fold: pd.DataF
 def estimate_kernel_rows(est: ModelEstimate, in_model_ms: Mapping[str, float],
                          k: int = WORST_KERNELS) -> pd.DataFrame:
     """A model estimate's `k` nodes furthest from their in-model time (KERNEL_COLUMNS)."""
-    nodes = pd.DataFrame({D.NODE_NAME: [x.node_name for x in est.kernels], D.OP_TYPE: [x.op_type for x in est.kernels],
+    nodes = pd.DataFrame({dataset.NODE_NAME: [x.node_name for x in est.kernels],
+                          dataset.OP_TYPE: [x.op_type for x in est.kernels],
                           KERNEL_PRED_MS: [x.pred_ms for x in est.kernels],
                           IN_MODEL_MS: [in_model_ms.get(x.node_name, np.nan) for x in est.kernels],
                           CLAMPED: [x.clamped for x in est.kernels]})

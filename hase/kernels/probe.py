@@ -16,8 +16,7 @@ import onnx
 from hase.errors import HaseError, first_line
 from hase.kernels.inputs import np_dtype
 from hase.kernels.types import TensorSpec
-from hase.runtime import profile as E
-from hase.runtime import sessions
+from hase.runtime import profile, sessions
 from hase.runtime.types import EPConfig
 
 _CPU = EPConfig(name="shape-probe", ep="cpu", intra_op_threads=1, opt_level="disabled")
@@ -164,8 +163,9 @@ def observe_shapes(opt: onnx.ModelProto, path: str | os.PathLike[str],
     return values
 
 
-def _output_shapes(profile: str | os.PathLike[str]) -> dict[str, list[dict[str, list[int]]]]:
+def _output_shapes(profile_path: str | os.PathLike[str]) -> dict[str, list[dict[str, list[int]]]]:
     """Node name -> ORT's `output_type_shape` (one `{dtype: shape}` per output) from a profile's kernel_time
     events; the last run of a node wins."""
-    records = E.profile_events(E.read_trace(profile), source=str(profile))
-    return {ev.node_name: list(ev.args.get(E.OUTPUT_TYPE_SHAPE, [])) for ev in records if ev.kind == E.KERNEL_TIME}
+    records = profile.profile_events(profile.read_trace(profile_path), source=str(profile_path))
+    return {ev.node_name: list(ev.args.get(profile.OUTPUT_TYPE_SHAPE,
+                                           [])) for ev in records if ev.kind == profile.KERNEL_TIME}

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hase.pipeline import schema as S
+from hase.pipeline import schema
 
-WORK_KINDS = (S.INFER, S.PARTITION, S.MERGE)
+WORK_KINDS = (schema.INFER, schema.PARTITION, schema.MERGE)
 MS = 1e6
 
 
@@ -47,45 +47,47 @@ def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
 
 def wall_span_ns(events: pd.DataFrame) -> int:
     """First start -> last end over all work events (inference, partition, merge)."""
-    work = events[events[S.KIND].isin(WORK_KINDS)]
-    return int(work[S.END_NS].max() - work[S.TS_NS].min()) if len(work) else 0
+    work = events[events[schema.KIND].isin(WORK_KINDS)]
+    return int(work[schema.END_NS].max() - work[schema.TS_NS].min()) if len(work) else 0
 
 
 def gaps_ns(events: pd.DataFrame) -> np.ndarray:
     """Idle gaps between consecutive events of one track (end of n -> start of n+1), never negative."""
-    e = events.sort_values(S.TS_NS, kind="stable")
-    gaps: np.ndarray = np.clip(e[S.TS_NS].to_numpy()[1:] - e[S.END_NS].to_numpy()[:-1], 0, None)
+    e = events.sort_values(schema.TS_NS, kind="stable")
+    gaps: np.ndarray = np.clip(e[schema.TS_NS].to_numpy()[1:] - e[schema.END_NS].to_numpy()[:-1], 0, None)
     return gaps
 
 
 def track_table(events: pd.DataFrame, span_ns: int | None = None) -> pd.DataFrame:
     """Per executor track: count, busy time, wall and HW utilization, bubbles, concurrency penalty."""
-    S.require_columns(events, S.EVENT_COLUMNS, "events")
+    schema.require_columns(events, schema.EVENT_COLUMNS, "events")
     span = span_ns or wall_span_ns(events)
-    infer = events[events[S.KIND] == S.INFER]
+    infer = events[events[schema.KIND] == schema.INFER]
     rows = []
-    for (_, track), g in infer.groupby([S.TRACK_ID, S.TRACK], sort=True):
+    for (_, track), g in infer.groupby([schema.TRACK_ID, schema.TRACK], sort=True):
         gaps = gaps_ns(g) / MS
-        rows.append({S.TRACK: track, S.STAGE: g[S.STAGE].iat[0], S.DEVICE: g[S.DEVICE].iat[0],
-                     S.STREAM: int(g[S.STREAM].to_numpy()[0]), S.EXECUTOR: int(g[S.EXECUTOR].to_numpy()[0]),
-                     S.N: len(g),
+        rows.append({schema.TRACK: track, schema.STAGE: g[schema.STAGE].iat[0], schema.DEVICE: g[schema.DEVICE].iat[0],
+                     schema.STREAM: int(g[schema.STREAM].to_numpy()[0]),
+                     schema.EXECUTOR: int(g[schema.EXECUTOR].to_numpy()[0]),
+                     schema.N: len(g),
                      **_busy(g, span), **_bubbles(gaps),
-                     S.PENALTY_MS: float((g[S.DUR_NS] - g[S.HW_NS]).mean() / MS)})
+                     schema.PENALTY_MS: float((g[schema.DUR_NS] - g[schema.HW_NS]).mean() / MS)})
     return pd.DataFrame(rows, columns=_TRACK_COLS)
 
 
-_TRACK_COLS = [S.TRACK, S.STAGE, S.DEVICE, S.STREAM, S.EXECUTOR, S.N, S.BUSY_MS, S.WALL_UTIL, S.HW_MS, S.HW_UTIL,
-               S.HW_COVERAGE, S.BUBBLE_MEAN_MS, S.BUBBLE_P50_MS, S.BUBBLE_P95_MS, S.PENALTY_MS]
+_TRACK_COLS = [schema.TRACK, schema.STAGE, schema.DEVICE, schema.STREAM, schema.EXECUTOR, schema.N, schema.BUSY_MS,
+               schema.WALL_UTIL, schema.HW_MS, schema.HW_UTIL,
+               schema.HW_COVERAGE, schema.BUBBLE_MEAN_MS, schema.BUBBLE_P50_MS, schema.BUBBLE_P95_MS, schema.PENALTY_MS]
 
 
 def _busy(g: pd.DataFrame, span: int) -> dict[str, float]:
     """Busy time and utilizations of a group of events (one track, or one device's tracks)."""
-    busy = union_ns(g[S.TS_NS].to_numpy(), g[S.END_NS].to_numpy())
-    hw = g[S.HW_NS]
+    busy = union_ns(g[schema.TS_NS].to_numpy(), g[schema.END_NS].to_numpy())
+    hw = g[schema.HW_NS]
     hw_sum = float(hw.sum()) if hw.notna().any() else np.nan
-    return {S.BUSY_MS: busy / MS, S.WALL_UTIL: busy / span if span else np.nan, S.HW_MS: hw_sum / MS,
-            S.HW_UTIL: hw_busy_ns(g) / span if span else np.nan,
-            S.HW_COVERAGE: float(hw.notna().mean()) if len(g) else np.nan}
+    return {schema.BUSY_MS: busy / MS, schema.WALL_UTIL: busy / span if span else np.nan, schema.HW_MS: hw_sum / MS,
+            schema.HW_UTIL: hw_busy_ns(g) / span if span else np.nan,
+            schema.HW_COVERAGE: float(hw.notna().mean()) if len(g) else np.nan}
 
 
 def hw_busy_ns(events: pd.DataFrame) -> float:
@@ -95,32 +97,35 @@ def hw_busy_ns(events: pd.DataFrame) -> float:
     Example: one track, runs (wall 10, hw 5), (wall 10, hw nan), (wall 20, hw nan) -> 5/10 x 40 = 20.
     Equals sum(HW) when every inference has a HW time.
     """
-    has = events[S.HW_NS].notna()
+    has = events[schema.HW_NS].notna()
     if not has.any():
         return float("nan")
-    sampled = events[has].groupby(S.TRACK_ID)[[S.HW_NS, S.DUR_NS]].sum()
-    wall = events.groupby(S.TRACK_ID)[S.DUR_NS].sum().reindex(sampled.index)
-    ratio = sampled[S.HW_NS] / sampled[S.DUR_NS].where(sampled[S.DUR_NS] > 0)
+    sampled = events[has].groupby(schema.TRACK_ID)[[schema.HW_NS, schema.DUR_NS]].sum()
+    wall = events.groupby(schema.TRACK_ID)[schema.DUR_NS].sum().reindex(sampled.index)
+    ratio = sampled[schema.HW_NS] / sampled[schema.DUR_NS].where(sampled[schema.DUR_NS] > 0)
     return float((ratio * wall).sum())
 
 
 def _bubbles(gaps_ms: np.ndarray) -> dict[str, float]:
     if gaps_ms.size == 0:
-        return {S.BUBBLE_MEAN_MS: np.nan, S.BUBBLE_P50_MS: np.nan, S.BUBBLE_P95_MS: np.nan}
+        return {schema.BUBBLE_MEAN_MS: np.nan, schema.BUBBLE_P50_MS: np.nan, schema.BUBBLE_P95_MS: np.nan}
     p50, p95 = np.percentile(gaps_ms, [50, 95])
-    return {S.BUBBLE_MEAN_MS: float(gaps_ms.mean()), S.BUBBLE_P50_MS: float(p50), S.BUBBLE_P95_MS: float(p95)}
+    return {schema.BUBBLE_MEAN_MS: float(gaps_ms.mean()), schema.BUBBLE_P50_MS: float(p50),
+            schema.BUBBLE_P95_MS: float(p95)}
 
 
 def device_table(events: pd.DataFrame, span_ns: int | None = None) -> pd.DataFrame:
     """Per device (host = partition/merge and Python functions): wall utilization from the union of all its
     tracks' busy intervals, and HW utilization."""
-    S.require_columns(events, S.EVENT_COLUMNS, "events")
+    schema.require_columns(events, schema.EVENT_COLUMNS, "events")
     span = span_ns or wall_span_ns(events)
-    work = events[events[S.KIND].isin(WORK_KINDS)]
-    rows = [{S.DEVICE: dev, "tracks": int(g[S.TRACK_ID].nunique()), S.N: len(g), **_busy(g, span)}
-            for dev, g in work.groupby(S.DEVICE, sort=True)]
-    return pd.DataFrame(rows, columns=[S.DEVICE, "tracks", S.N, S.BUSY_MS, S.WALL_UTIL, S.HW_MS, S.HW_UTIL,
-                                       S.HW_COVERAGE])
+    work = events[events[schema.KIND].isin(WORK_KINDS)]
+    rows = [{schema.DEVICE: dev, "tracks": int(g[schema.TRACK_ID].nunique()), schema.N: len(g), **_busy(g, span)}
+            for dev, g in work.groupby(schema.DEVICE, sort=True)]
+    return pd.DataFrame(rows,
+                        columns=[schema.DEVICE, "tracks", schema.N, schema.BUSY_MS, schema.WALL_UTIL, schema.HW_MS,
+                                 schema.HW_UTIL,
+                                       schema.HW_COVERAGE])
 
 
 def stage_times(events: pd.DataFrame) -> pd.DataFrame:
@@ -129,36 +134,38 @@ def stage_times(events: pd.DataFrame) -> pd.DataFrame:
     Only complete stage passes count (a data-parallel pass needs its partition, every executor and merge).
     Returns long format: `stage_index, stage, batch_id, stage_ms`.
     """
-    S.require_columns(events, S.EVENT_COLUMNS, "events")
+    schema.require_columns(events, schema.EVENT_COLUMNS, "events")
     dp = data_parallel_batches(events)
-    dp_stages = set(dp[S.STAGE]) if len(dp) else set()
-    single = events[(events[S.KIND] == S.INFER) & ~events[S.STAGE].isin(dp_stages)]
-    single = single.groupby([S.STAGE_INDEX, S.STAGE, S.BATCH], as_index=False)[[S.DUR_NS]].max()
-    single[S.STAGE_MS] = single[S.DUR_NS] / MS
-    parts = [single.drop(columns=[S.DUR_NS])]
+    dp_stages = set(dp[schema.STAGE]) if len(dp) else set()
+    single = events[(events[schema.KIND] == schema.INFER) & ~events[schema.STAGE].isin(dp_stages)]
+    single = single.groupby([schema.STAGE_INDEX, schema.STAGE, schema.BATCH], as_index=False)[[schema.DUR_NS]].max()
+    single[schema.STAGE_MS] = single[schema.DUR_NS] / MS
+    parts = [single.drop(columns=[schema.DUR_NS])]
     if len(dp):
-        parts.append(dp.rename(columns={S.TOTAL_MS: S.STAGE_MS})[[S.STAGE_INDEX, S.STAGE, S.BATCH, S.STAGE_MS]])
+        parts.append(dp.rename(columns={schema.TOTAL_MS: schema.STAGE_MS})[[schema.STAGE_INDEX, schema.STAGE,
+                                                                            schema.BATCH, schema.STAGE_MS]])
     out = pd.concat(parts, ignore_index=True)
-    return out.sort_values([S.BATCH, S.STAGE_INDEX], kind="stable").reset_index(drop=True)
+    return out.sort_values([schema.BATCH, schema.STAGE_INDEX], kind="stable").reset_index(drop=True)
 
 
 def data_parallel_batches(events: pd.DataFrame) -> pd.DataFrame:
     """Per data-parallel stage and batch: partition, slowest device wall, sync-and-merge and total (ms)."""
-    host = events[events[S.KIND].isin((S.PARTITION, S.MERGE))]
-    cols = [S.STAGE_INDEX, S.STAGE, S.BATCH, S.PARTITION_MS, S.DEVICE_MAX_MS, S.MERGE_MS, S.TOTAL_MS]
+    host = events[events[schema.KIND].isin((schema.PARTITION, schema.MERGE))]
+    cols = [schema.STAGE_INDEX, schema.STAGE, schema.BATCH, schema.PARTITION_MS, schema.DEVICE_MAX_MS, schema.MERGE_MS,
+            schema.TOTAL_MS]
     if host.empty:
         return pd.DataFrame(columns=cols)
-    key = [S.STAGE_INDEX, S.STAGE, S.BATCH]
-    h = host.pivot_table(index=key, columns=S.KIND, values=S.DUR_NS, aggfunc="sum")
-    infer = events[(events[S.KIND] == S.INFER) & events[S.STAGE].isin(host[S.STAGE].unique())]
-    n_exec = infer.groupby(S.STAGE)[S.EXECUTOR].nunique()
-    dev = infer.groupby(key).agg(device_max=(S.DUR_NS, "max"), executors=(S.EXECUTOR, "nunique"))
+    key = [schema.STAGE_INDEX, schema.STAGE, schema.BATCH]
+    h = host.pivot_table(index=key, columns=schema.KIND, values=schema.DUR_NS, aggfunc="sum")
+    infer = events[(events[schema.KIND] == schema.INFER) & events[schema.STAGE].isin(host[schema.STAGE].unique())]
+    n_exec = infer.groupby(schema.STAGE)[schema.EXECUTOR].nunique()
+    dev = infer.groupby(key).agg(device_max=(schema.DUR_NS, "max"), executors=(schema.EXECUTOR, "nunique"))
     df = h.join(dev, how="inner").reset_index()
-    df = df[df["executors"] == df[S.STAGE].map(n_exec)].dropna(subset=[S.PARTITION, S.MERGE])
-    df[S.PARTITION_MS] = df[S.PARTITION] / MS
-    df[S.DEVICE_MAX_MS] = df["device_max"] / MS
-    df[S.MERGE_MS] = df[S.MERGE] / MS
-    df[S.TOTAL_MS] = df[S.PARTITION_MS] + df[S.DEVICE_MAX_MS] + df[S.MERGE_MS]
+    df = df[df["executors"] == df[schema.STAGE].map(n_exec)].dropna(subset=[schema.PARTITION, schema.MERGE])
+    df[schema.PARTITION_MS] = df[schema.PARTITION] / MS
+    df[schema.DEVICE_MAX_MS] = df["device_max"] / MS
+    df[schema.MERGE_MS] = df[schema.MERGE] / MS
+    df[schema.TOTAL_MS] = df[schema.PARTITION_MS] + df[schema.DEVICE_MAX_MS] + df[schema.MERGE_MS]
     return df[cols].reset_index(drop=True)
 
 
@@ -166,19 +173,21 @@ def data_parallel_table(events: pd.DataFrame) -> pd.DataFrame:
     """Per data-parallel stage: mean/p95 of partition, each executor's wall, sync-and-merge and total (ms)."""
     batches = data_parallel_batches(events)
     rows: list[dict[str, Any]] = []
-    for (_, key), g in batches.groupby([S.STAGE_INDEX, S.STAGE], sort=True):
+    for (_, key), g in batches.groupby([schema.STAGE_INDEX, schema.STAGE], sort=True):
         stage = str(key)
-        rows.append(_part_row(stage, "partition", "host", g[S.PARTITION_MS]))
-        infer = events[(events[S.KIND] == S.INFER) & (events[S.STAGE] == stage) & events[S.BATCH].isin(g[S.BATCH])]
-        for (j, dev), e in infer.groupby([S.EXECUTOR, S.DEVICE], sort=True):
-            rows.append(_part_row(stage, f"executor {j}", str(dev), e[S.DUR_NS] / MS))
-        rows.append(_part_row(stage, "sync+merge", "host", g[S.MERGE_MS]))
-        rows.append(_part_row(stage, "total", "", g[S.TOTAL_MS]))
-    return pd.DataFrame(rows, columns=[S.STAGE, "part", S.DEVICE, S.N, "mean_ms", "p95_ms"])
+        rows.append(_part_row(stage, "partition", "host", g[schema.PARTITION_MS]))
+        infer = events[(events[schema.KIND] == schema.INFER) & (events[schema.STAGE] == stage)
+                       & events[schema.BATCH].isin(g[schema.BATCH])]
+        for (j, dev), e in infer.groupby([schema.EXECUTOR, schema.DEVICE], sort=True):
+            rows.append(_part_row(stage, f"executor {j}", str(dev), e[schema.DUR_NS] / MS))
+        rows.append(_part_row(stage, "sync+merge", "host", g[schema.MERGE_MS]))
+        rows.append(_part_row(stage, "total", "", g[schema.TOTAL_MS]))
+    return pd.DataFrame(rows, columns=[schema.STAGE, "part", schema.DEVICE, schema.N, "mean_ms", "p95_ms"])
 
 
 def _part_row(stage: str, part: str, device: str, values: pd.Series) -> dict[str, Any]:
-    return {S.STAGE: stage, "part": part, S.DEVICE: device, S.N: len(values), "mean_ms": float(values.mean()),
+    return {schema.STAGE: stage, "part": part, schema.DEVICE: device, schema.N: len(values),
+            "mean_ms": float(values.mean()),
             "p95_ms": float(np.percentile(values, 95)) if len(values) else np.nan}
 
 
@@ -188,11 +197,11 @@ def cycle_table(times: pd.DataFrame, stage_order: list[str] | None = None) -> pd
     Example: batch 3 with prep 1.0, embed 2.5, classify 0.7 -> cycle_ms 2.5, bottleneck "embed".
     Only batches that went through every stage are kept.
     """
-    S.require_columns(times, (S.STAGE, S.BATCH, S.STAGE_MS), "stage times")
-    order = stage_order or list(dict.fromkeys(times.sort_values(S.STAGE_INDEX)[S.STAGE]))
-    wide = times.pivot_table(index=S.BATCH, columns=S.STAGE, values=S.STAGE_MS, aggfunc="max")
+    schema.require_columns(times, (schema.STAGE, schema.BATCH, schema.STAGE_MS), "stage times")
+    order = stage_order or list(dict.fromkeys(times.sort_values(schema.STAGE_INDEX)[schema.STAGE]))
+    wide = times.pivot_table(index=schema.BATCH, columns=schema.STAGE, values=schema.STAGE_MS, aggfunc="max")
     wide = wide.reindex(columns=order).dropna()
     wide.columns.name = None
-    wide[S.CYCLE_MS] = wide[order].max(axis=1)
-    wide[S.BOTTLENECK] = wide[order].idxmax(axis=1)
+    wide[schema.CYCLE_MS] = wide[order].max(axis=1)
+    wide[schema.BOTTLENECK] = wide[order].idxmax(axis=1)
     return wide.reset_index()

@@ -20,7 +20,7 @@ import onnx
 from hase import limits
 from hase.errors import HaseError, first_line
 from hase.kernels.inputs import fill_chunked
-from hase.pipeline import devices as D
+from hase.pipeline import devices
 from hase.pipeline.backends import open_executor
 from hase.pipeline.dummy import write_matmul_chain
 from hase.pipeline.events import Track
@@ -97,7 +97,7 @@ def prepare(spec: PipelineSpec, workdir: str | Path, *, trace: bool = True, hard
     """
     workdir = Path(workdir)
     (workdir / "profiles").mkdir(parents=True, exist_ok=True)
-    core = D.OpenVinoCore()
+    core = devices.OpenVinoCore()
     devs = _check_devices(spec, core)
     prep = PreparedPipeline(spec, trace=trace)
     base = ExecutorOptions(hardware=trace and hardware, hw_profile_events=spec.hw_profile_events,
@@ -130,26 +130,26 @@ def prepared(spec: PipelineSpec, workdir: str | Path | None = None, *, trace: bo
         yield prep
 
 
-def _check_devices(spec: PipelineSpec, core: D.OpenVinoCore) -> dict[str, D.Device]:
+def _check_devices(spec: PipelineSpec, core: devices.OpenVinoCore) -> dict[str, devices.Device]:
     """Every device string parsed and present, checked once, errors naming the first stage that uses it."""
-    devs: dict[str, D.Device] = {}
+    devs: dict[str, devices.Device] = {}
     for st in spec.stages:
         for ex in st.executors:
             if ex.device not in devs:
                 try:
-                    devs[ex.device] = D.check_devices([ex.device], core)[0]
+                    devs[ex.device] = devices.check_devices([ex.device], core)[0]
                 except HaseError as exc:
                     raise HaseError(f"stage {st.name!r}: {exc}") from exc
     return devs
 
 
-def _metadata(spec: PipelineSpec, devs: dict[str, D.Device], core: D.OpenVinoCore,
+def _metadata(spec: PipelineSpec, devs: dict[str, devices.Device], core: devices.OpenVinoCore,
               hardware: bool) -> dict[str, Any]:
     threads = {ex.device: ex.threads for st in spec.stages for ex in st.executors}
     return {"pipeline": spec.name, "batch": spec.batch, "queue_depth": spec.queue_depth,
             "hw_profile": hardware, "hw_sample_every": spec.hw_sample_every, "hw_sample_block": spec.hw_sample_block,
             "hw_sample_warmup": spec.hw_sample_warmup,
-            "devices": {name: D.device_metadata(dev, core, threads[name]) for name, dev in devs.items()}}
+            "devices": {name: devices.device_metadata(dev, core, threads[name]) for name, dev in devs.items()}}
 
 
 def _pipeline_input_shape(spec: PipelineSpec) -> tuple[int, ...]:
@@ -187,7 +187,7 @@ def declared_input_shape(model: Path) -> tuple[int | None, ...]:
     return tuple(d.dim_value if d.HasField("dim_value") else None for d in dims)
 
 
-def _open_stage(rt: StageRuntime, devs: dict[str, D.Device], core: D.OpenVinoCore, workdir: Path,
+def _open_stage(rt: StageRuntime, devs: dict[str, devices.Device], core: devices.OpenVinoCore, workdir: Path,
                 base: ExecutorOptions, first_track: int) -> None:
     """Write dummy models and open every executor of every stream of the stage, with their tracks."""
     st, index, shape = rt.spec, rt.index, rt.in_shape
@@ -219,8 +219,8 @@ def _open_stage(rt: StageRuntime, devs: dict[str, D.Device], core: D.OpenVinoCor
             track_id += 1
 
 
-def _open(ex: ExecutorSpec, st: StageSpec, j: int, devs: dict[str, D.Device], model: Path | None,
-          opts: ExecutorOptions, core: D.OpenVinoCore) -> Executor:
+def _open(ex: ExecutorSpec, st: StageSpec, j: int, devs: dict[str, devices.Device], model: Path | None,
+          opts: ExecutorOptions, core: devices.OpenVinoCore) -> Executor:
     try:
         if model is not None:
             declared_input_shape(model)  # the same clear message for every backend when a file is not a model

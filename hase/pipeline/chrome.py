@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from hase.pipeline import schema as S
+from hase.pipeline import schema
 from hase.pipeline.runner import PipelineRun
 
 HOST_PID = 1
@@ -30,7 +30,7 @@ FLOW_CAT = "batch"
 def process_ids(tracks: pd.DataFrame) -> dict[str, int]:
     """Device -> pid: host first, then devices in the order their first track appears."""
     pids = {"host": HOST_PID}
-    for dev in tracks.sort_values(S.TRACK_ID)[S.DEVICE]:
+    for dev in tracks.sort_values(schema.TRACK_ID)[schema.DEVICE]:
         pids.setdefault(dev, len(pids) + 1)
     return pids
 
@@ -51,43 +51,44 @@ def metadata_events(tracks: pd.DataFrame) -> Iterator[dict[str, Any]]:
         yield {"ph": "M", "name": "process_name", "pid": pid, "args": {"name": process_label(dev)}}
         yield {"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}}
     for t in tracks.itertuples(index=False):
-        pid, tid = pids[getattr(t, S.DEVICE)], int(getattr(t, S.TRACK_ID)) + 1
-        yield {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": getattr(t, S.TRACK)}}
+        pid, tid = pids[getattr(t, schema.DEVICE)], int(getattr(t, schema.TRACK_ID)) + 1
+        yield {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": getattr(t, schema.TRACK)}}
         yield {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
-               "args": {"sort_index": int(getattr(t, S.TRACK_ID))}}
+               "args": {"sort_index": int(getattr(t, schema.TRACK_ID))}}
 
 
 def slice_events(events: pd.DataFrame, pids: dict[str, int]) -> Iterator[dict[str, Any]]:
     """One `X` slice per event, on its track."""
     for e in events.itertuples(index=False):
-        kind, batch, dev = getattr(e, S.KIND), int(getattr(e, S.BATCH)), getattr(e, S.DEVICE)
-        name = f"{getattr(e, S.STAGE)} b{batch}" if kind == S.INFER else f"{kind} b{batch}"
-        args = {"batch_id": batch, "stage": getattr(e, S.STAGE), "device": getattr(e, S.DEVICE),
-                "rows": int(getattr(e, S.ROWS))}
-        if kind == S.INFER:
-            args.update({"submit_us": getattr(e, S.SUBMIT_NS) / 1e3, "wait_us": getattr(e, S.WAIT_NS) / 1e3,
-                         "run_index": int(getattr(e, S.RUN_INDEX))})
-            for col, key in ((S.HW_NS, "hw_us"), (S.MARSHAL_NS, "marshal_us")):
+        kind, batch, dev = getattr(e, schema.KIND), int(getattr(e, schema.BATCH)), getattr(e, schema.DEVICE)
+        name = f"{getattr(e, schema.STAGE)} b{batch}" if kind == schema.INFER else f"{kind} b{batch}"
+        args = {"batch_id": batch, "stage": getattr(e, schema.STAGE), "device": getattr(e, schema.DEVICE),
+                "rows": int(getattr(e, schema.ROWS))}
+        if kind == schema.INFER:
+            args.update({"submit_us": getattr(e, schema.SUBMIT_NS) / 1e3, "wait_us": getattr(e, schema.WAIT_NS) / 1e3,
+                         "run_index": int(getattr(e, schema.RUN_INDEX))})
+            for col, key in ((schema.HW_NS, "hw_us"), (schema.MARSHAL_NS, "marshal_us")):
                 if not math.isnan(getattr(e, col)):
                     args[key] = getattr(e, col) / 1e3
-        yield {"ph": "X", "name": name, "cat": kind, "pid": pids[dev], "tid": int(getattr(e, S.TRACK_ID)) + 1,
-               "ts": getattr(e, S.TS_NS) / 1e3, "dur": getattr(e, S.DUR_NS) / 1e3, "args": args}
+        yield {"ph": "X", "name": name, "cat": kind, "pid": pids[dev], "tid": int(getattr(e, schema.TRACK_ID)) + 1,
+               "ts": getattr(e, schema.TS_NS) / 1e3, "dur": getattr(e, schema.DUR_NS) / 1e3, "args": args}
 
 
 def flow_events(events: pd.DataFrame, pids: dict[str, int]) -> Iterator[dict[str, Any]]:
     """Flow arrows: per batch through its stages (inference, or partition -> merge), and partition -> executors."""
-    anchors = events[events[S.KIND].isin((S.INFER, S.PARTITION, S.MERGE))]
-    dp_stages = set(anchors.loc[anchors[S.KIND] == S.PARTITION, S.STAGE])
-    order = {S.PARTITION: 0, S.INFER: 1, S.MERGE: 2}
-    anchors = anchors.assign(_o=anchors[S.KIND].map(order)).sort_values([S.BATCH, S.STAGE_INDEX, "_o", S.EXECUTOR])
-    for batch, g in anchors.groupby(S.BATCH, sort=True):
-        chain = g[~(g[S.STAGE].isin(dp_stages) & (g[S.KIND] == S.INFER))]
+    anchors = events[events[schema.KIND].isin((schema.INFER, schema.PARTITION, schema.MERGE))]
+    dp_stages = set(anchors.loc[anchors[schema.KIND] == schema.PARTITION, schema.STAGE])
+    order = {schema.PARTITION: 0, schema.INFER: 1, schema.MERGE: 2}
+    anchors = anchors.assign(_o=anchors[schema.KIND].map(order)).sort_values([schema.BATCH, schema.STAGE_INDEX, "_o",
+                                                                              schema.EXECUTOR])
+    for batch, g in anchors.groupby(schema.BATCH, sort=True):
+        chain = g[~(g[schema.STAGE].isin(dp_stages) & (g[schema.KIND] == schema.INFER))]
         yield from _flow(f"b{batch}", list(chain.itertuples(index=False)), pids)
-        for stage in dp_stages & set(g[S.STAGE]):
-            part = g[(g[S.STAGE] == stage) & (g[S.KIND] == S.PARTITION)]
-            for e in g[(g[S.STAGE] == stage) & (g[S.KIND] == S.INFER)].itertuples(index=False):
+        for stage in dp_stages & set(g[schema.STAGE]):
+            part = g[(g[schema.STAGE] == stage) & (g[schema.KIND] == schema.PARTITION)]
+            for e in g[(g[schema.STAGE] == stage) & (g[schema.KIND] == schema.INFER)].itertuples(index=False):
                 rows = [*part.itertuples(index=False), e]
-                yield from _flow(f"b{batch}.{stage}.e{getattr(e, S.EXECUTOR)}", rows, pids)
+                yield from _flow(f"b{batch}.{stage}.e{getattr(e, schema.EXECUTOR)}", rows, pids)
 
 
 def _flow(flow_id: str, rows: list[Any], pids: dict[str, int]) -> Iterator[dict[str, Any]]:
@@ -96,8 +97,9 @@ def _flow(flow_id: str, rows: list[Any], pids: dict[str, int]) -> Iterator[dict[
         return
     for i, e in enumerate(rows):
         ph = "s" if i == 0 else "f" if i == len(rows) - 1 else "t"
-        ev = {"ph": ph, "name": "batch", "cat": FLOW_CAT, "id": flow_id, "pid": pids[getattr(e, S.DEVICE)],
-              "tid": int(getattr(e, S.TRACK_ID)) + 1, "ts": (getattr(e, S.TS_NS) + getattr(e, S.DUR_NS) / 2) / 1e3}
+        ev = {"ph": ph, "name": "batch", "cat": FLOW_CAT, "id": flow_id, "pid": pids[getattr(e, schema.DEVICE)],
+              "tid": int(getattr(e, schema.TRACK_ID)) + 1,
+              "ts": (getattr(e, schema.TS_NS) + getattr(e, schema.DUR_NS) / 2) / 1e3}
         if ph == "f":
             ev["bp"] = "e"
         yield ev
@@ -105,7 +107,7 @@ def _flow(flow_id: str, rows: list[Any], pids: dict[str, int]) -> Iterator[dict[
 
 def chrome_trace_events(run: PipelineRun) -> Iterator[dict[str, Any]]:
     """Every trace event of the run: metadata, slices, flows."""
-    S.require_columns(run.events, S.EVENT_COLUMNS, "events")
+    schema.require_columns(run.events, schema.EVENT_COLUMNS, "events")
     pids = process_ids(run.tracks)
     yield from metadata_events(run.tracks)
     yield from slice_events(run.events, pids)

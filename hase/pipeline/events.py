@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hase.pipeline import schema as S
+from hase.pipeline import schema
 
 CHUNK = 4096
 RECORD = np.dtype([
@@ -21,7 +21,7 @@ RECORD = np.dtype([
     ("submit_ns", "i8"), ("wait_ns", "i8"), ("hw_ns", "f8"), ("marshal_ns", "f8"), ("rows", "i4"),
     ("run_index", "i8"),
 ])
-KIND_CODES = {k: i for i, k in enumerate(S.KINDS)}
+KIND_CODES = {k: i for i, k in enumerate(schema.KINDS)}
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ class EventLog:
 def tracks_frame(tracks: Iterable[Track]) -> pd.DataFrame:
     """The track table (one row per track), columns `schema.TRACK_COLUMNS`."""
     rows = [(t.track_id, t.name, t.kind, t.device, t.stage, t.stage_index, t.stream, t.executor) for t in tracks]
-    return pd.DataFrame(rows, columns=list(S.TRACK_COLUMNS))
+    return pd.DataFrame(rows, columns=list(schema.TRACK_COLUMNS))
 
 
 def events_frame(logs: Iterable[EventLog], tracks: pd.DataFrame, t0_ns: int,
@@ -106,20 +106,20 @@ def events_frame(logs: Iterable[EventLog], tracks: pd.DataFrame, t0_ns: int,
     """
     rec = np.concatenate([lg.records() for lg in logs] or [np.empty(0, dtype=RECORD)])
     df = pd.DataFrame({name: rec[name] for name in RECORD.names or ()})
-    df[S.KIND] = pd.Series(np.asarray(S.KINDS, dtype=object)[df["kind"].to_numpy()], dtype=object)
-    df[S.TS_NS] = df[S.TS_NS] - t0_ns
-    df[S.END_NS] = df[S.TS_NS] + df[S.DUR_NS]
+    df[schema.KIND] = pd.Series(np.asarray(schema.KINDS, dtype=object)[df["kind"].to_numpy()], dtype=object)
+    df[schema.TS_NS] = df[schema.TS_NS] - t0_ns
+    df[schema.END_NS] = df[schema.TS_NS] + df[schema.DUR_NS]
     for tid, (hw, marshal) in (hardware or {}).items():
         _fill_hardware(df, tid, hw, marshal)
-    df = df.merge(tracks.drop(columns=[S.TRACK_KIND]), on=S.TRACK_ID, how="left")
-    df = df.sort_values([S.TS_NS, S.TRACK_ID], kind="stable").reset_index(drop=True)
-    return df[list(S.EVENT_COLUMNS)]
+    df = df.merge(tracks.drop(columns=[schema.TRACK_KIND]), on=schema.TRACK_ID, how="left")
+    df = df.sort_values([schema.TS_NS, schema.TRACK_ID], kind="stable").reset_index(drop=True)
+    return df[list(schema.EVENT_COLUMNS)]
 
 
 def _fill_hardware(df: pd.DataFrame, track_id: int, hw: np.ndarray, marshal: np.ndarray) -> None:
-    sel = (df[S.TRACK_ID] == track_id) & (df[S.KIND] == S.INFER) & (df[S.RUN_INDEX] >= 0)
-    idx = df.loc[sel, S.RUN_INDEX].to_numpy()
+    sel = (df[schema.TRACK_ID] == track_id) & (df[schema.KIND] == schema.INFER) & (df[schema.RUN_INDEX] >= 0)
+    idx = df.loc[sel, schema.RUN_INDEX].to_numpy()
     ok = idx < len(hw)
     rows = df.index[sel][ok]
-    df.loc[rows, S.HW_NS] = hw[idx[ok]]
-    df.loc[rows, S.MARSHAL_NS] = marshal[idx[ok]]
+    df.loc[rows, schema.HW_NS] = hw[idx[ok]]
+    df.loc[rows, schema.MARSHAL_NS] = marshal[idx[ok]]

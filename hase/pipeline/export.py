@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from hase.errors import HaseError
-from hase.pipeline import schema as S
+from hase.pipeline import schema
 from hase.pipeline.runner import PipelineRun
 
 
@@ -24,5 +24,5 @@ def read_events_csv(path: str | Path) -> pd.DataFrame:
         df = pd.read_csv(path)
     except FileNotFoundError as exc:
         raise HaseError(f"events file {path} not found; write it with `hase pipeline run --csv`") from exc
-    S.require_columns(df, S.EVENT_COLUMNS, f"events file {path}")
+    schema.require_columns(df, schema.EVENT_COLUMNS, f"events file {path}")
     return df

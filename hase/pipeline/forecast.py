@@ -16,7 +16,7 @@ from typing import TypeAlias
 import pandas as pd
 
 from hase.errors import HaseError
-from hase.pipeline import schema as S
+from hase.pipeline import schema
 from hase.pipeline.build import PreparedPipeline
 from hase.pipeline.spec import PipelineSpec
 from hase.pipeline.summary import PipelineSummary
@@ -58,17 +58,18 @@ def predict_pipeline(target: PipelineSpec | PreparedPipeline, predictors: Predic
         times = [_predict(predictors, ex.device, f) if f is not None else math.nan
                  for ex, f in zip(st.executors, files, strict=True)]
         pred = max(times) if times and not any(math.isnan(t) for t in times) else math.nan
-        rows.append({S.STAGE: st.name, S.STREAMS: st.streams, S.PREDICTED_MS: pred,
-                     S.PER_STREAM_MS: pred / st.streams, S.NOTE: _note(st.data_parallel, times)})
-    df = pd.DataFrame(rows, columns=[S.STAGE, S.STREAMS, S.PREDICTED_MS, S.PER_STREAM_MS, S.NOTE])
-    known = df.dropna(subset=[S.PREDICTED_MS])
-    left_out = tuple(f"stage {name}" for name in df[S.STAGE][df[S.PREDICTED_MS].isna()])
+        rows.append({schema.STAGE: st.name, schema.STREAMS: st.streams, schema.PREDICTED_MS: pred,
+                     schema.PER_STREAM_MS: pred / st.streams, schema.NOTE: _note(st.data_parallel, times)})
+    df = pd.DataFrame(rows,
+                      columns=[schema.STAGE, schema.STREAMS, schema.PREDICTED_MS, schema.PER_STREAM_MS, schema.NOTE])
+    known = df.dropna(subset=[schema.PREDICTED_MS])
+    left_out = tuple(f"stage {name}" for name in df[schema.STAGE][df[schema.PREDICTED_MS].isna()])
     left_out += tuple(f"{st.name} partition and merge" for st in spec.stages if st.data_parallel)
     if known.empty:
         return PipelinePrediction(df, math.nan, math.nan, None, False, left_out)
-    cycle = float(known[S.PREDICTED_MS].max())
-    throughput = float((1e3 * known[S.STREAMS] / known[S.PREDICTED_MS]).min())
-    bottleneck = str(known[S.STAGE].iat[int(known[S.PER_STREAM_MS].to_numpy().argmax())])
+    cycle = float(known[schema.PREDICTED_MS].max())
+    throughput = float((1e3 * known[schema.STREAMS] / known[schema.PREDICTED_MS]).min())
+    bottleneck = str(known[schema.STAGE].iat[int(known[schema.PER_STREAM_MS].to_numpy().argmax())])
     return PipelinePrediction(df, cycle, throughput, bottleneck, len(known) == len(df), left_out)
 
 
@@ -119,19 +120,19 @@ def compare(prediction: PipelinePrediction, measured: PipelineSummary) -> pd.Dat
     """Predicted vs measured, one row per figure: each stage's time (and a data-parallel stage's device
     part), cycle latency and throughput. Columns: `figure, predicted, measured, error_pct, note`."""
     rows = []
-    stages = measured.stages.set_index(S.STAGE) if len(measured.stages) else pd.DataFrame()
+    stages = measured.stages.set_index(schema.STAGE) if len(measured.stages) else pd.DataFrame()
     dp = measured.data_parallel
     for r in prediction.stages.to_dict("records"):
-        stage, predicted = str(r[S.STAGE]), float(r[S.PREDICTED_MS])
-        meas = float(stages[S.STAGE_MS].get(stage, math.nan)) if len(stages) else math.nan
-        rows.append(_row(f"{stage} stage_ms", predicted, meas, str(r[S.NOTE])))
-        if len(dp) and stage in set(dp[S.STAGE]):
-            dev = dp[(dp[S.STAGE] == stage) & dp["part"].str.startswith("executor")]["mean_ms"].max()
+        stage, predicted = str(r[schema.STAGE]), float(r[schema.PREDICTED_MS])
+        meas = float(stages[schema.STAGE_MS].get(stage, math.nan)) if len(stages) else math.nan
+        rows.append(_row(f"{stage} stage_ms", predicted, meas, str(r[schema.NOTE])))
+        if len(dp) and stage in set(dp[schema.STAGE]):
+            dev = dp[(dp[schema.STAGE] == stage) & dp["part"].str.startswith("executor")]["mean_ms"].max()
             rows.append(_row(f"{stage} slowest device_ms", predicted, float(dev), "device part only"))
     cycle_note, throughput_note = bound_notes(prediction)
-    rows.append(_row(S.CYCLE_MS, prediction.cycle_ms, measured.cycle_mean_ms, cycle_note))
+    rows.append(_row(schema.CYCLE_MS, prediction.cycle_ms, measured.cycle_mean_ms, cycle_note))
     rows.append(_row("throughput_per_s", prediction.throughput_per_s, measured.throughput_per_s, throughput_note))
-    return pd.DataFrame(rows, columns=["figure", "predicted", "measured", S.ERROR_PCT, S.NOTE])
+    return pd.DataFrame(rows, columns=["figure", "predicted", "measured", schema.ERROR_PCT, schema.NOTE])
 
 
 def bound_notes(prediction: PipelinePrediction) -> tuple[str, str]:
@@ -149,4 +150,4 @@ def bound_notes(prediction: PipelinePrediction) -> tuple[str, str]:
 
 def _row(figure: str, predicted: float, measured: float, note: str) -> dict[str, object]:
     err = (predicted - measured) / measured * 100 if measured and not math.isnan(measured) else math.nan
-    return {"figure": figure, "predicted": predicted, "measured": measured, S.ERROR_PCT: err, S.NOTE: note}
+    return {"figure": figure, "predicted": predicted, "measured": measured, schema.ERROR_PCT: err, schema.NOTE: note}

@@ -34,8 +34,7 @@ from hase.errors import HaseError, first_line
 from hase.pipeline.backends import register_backend
 from hase.pipeline.devices import ORT, Device
 from hase.pipeline.executors import BlockingAsync, ExecutorOptions, ExecutorRequest, InferResult, SampleWarmup
-from hase.runtime import profile as E
-from hase.runtime import sessions
+from hase.runtime import profile, sessions
 from hase.runtime.types import EPConfig
 
 log = logging.getLogger(__name__)
@@ -45,7 +44,7 @@ ORT_DTYPES = {
     "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8, "tensor(uint8)": np.uint8,
     "tensor(bool)": np.bool_,
 }
-MARSHAL_OPS = frozenset({*E.MEMCPY_OPS, "ReorderInput", "ReorderOutput"})  # data movement, not compute
+MARSHAL_OPS = frozenset({*profile.MEMCPY_OPS, "ReorderInput", "ReorderOutput"})  # data movement, not compute
 
 
 class _BoundSession:
@@ -204,12 +203,12 @@ def run_times_from_profile(path: str | os.PathLike[str]) -> tuple[npt.NDArray[np
     run_ts: list[float] = []
     run_dur: list[float] = []
     kernels: list[tuple[float, float, bool, bool]] = []  # (ts_us, dur_us, GPU kernel event, marshalling op)
-    for ev in E.profile_events(E.stream_trace(path), source=str(path)):
-        if ev.kind == E.MODEL_RUN:
+    for ev in profile.profile_events(profile.stream_trace(path), source=str(path)):
+        if ev.kind == profile.MODEL_RUN:
             run_ts.append(ev.ts_us)
             run_dur.append(ev.dur_us)
-        elif ev.kind in (E.KERNEL_TIME, E.GPU_KERNEL):
-            kernels.append((ev.ts_us, ev.dur_us, ev.kind == E.GPU_KERNEL, ev.op_type in MARSHAL_OPS))
+        elif ev.kind in (profile.KERNEL_TIME, profile.GPU_KERNEL):
+            kernels.append((ev.ts_us, ev.dur_us, ev.kind == profile.GPU_KERNEL, ev.op_type in MARSHAL_OPS))
     return _attribute(run_ts, run_dur, kernels)
 
 
@@ -224,7 +223,7 @@ def _attribute(run_ts: list[float], run_dur: list[float], kernels: list[tuple[fl
     gpu = k[:, 2] > 0
     if gpu.any():
         k = k[gpu]
-    run = E.run_ids(run_ts, run_dur, k[:, 0])
+    run = profile.run_ids(run_ts, run_dur, k[:, 0])
     inside = run >= 0
     np.add.at(hw, run[inside], k[inside, 1])
     m = inside & (k[:, 3] > 0)

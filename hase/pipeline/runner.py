@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from hase.errors import HaseError, first_line
-from hase.pipeline import schema as S
+from hase.pipeline import schema
 from hase.pipeline.build import PreparedPipeline, StageRuntime, prepared
 from hase.pipeline.events import EventBudget, EventLog, events_frame, tracks_frame
 from hase.pipeline.partition import merge, partition
@@ -248,7 +248,7 @@ def _record_failure(ctx: _Context, rt: StageRuntime, s: int, b: int, t: int, lg:
     cause = exc.exc if isinstance(exc, _ExecutorError) else exc
     on_host = rt.spec.data_parallel and not isinstance(exc, _ExecutorError)  # partition or merge failed
     track = rt.host_track(s) if on_host else rt.device_tracks[s][j]
-    lg.record(S.ERROR, track.track_id, b, t, now())
+    lg.record(schema.ERROR, track.track_id, b, t, now())
     message = first_line(cause, last=True) if str(cause).strip() else ""
     ctx.fail(StageFailure(rt.spec.name, b, s, track.executor, track.device, f"{type(cause).__name__}: {message}"))
     log.debug("stage %s failed on batch %d", rt.spec.name, b, exc_info=cause)
@@ -262,10 +262,10 @@ def _run_single(rt: StageRuntime, s: int, b: int, x: np.ndarray, lg: EventLog, p
     t1 = now()
     r = ex.wait()
     t2 = now()
-    lg.record(S.INFER, track, b, t0, max(r.done_ns, t1), submit_ns=t1 - t0, wait_ns=t2 - t1, hw_ns=r.hw_ns,
+    lg.record(schema.INFER, track, b, t0, max(r.done_ns, t1), submit_ns=t1 - t0, wait_ns=t2 - t1, hw_ns=r.hw_ns,
               marshal_ns=r.marshal_ns, rows=x.shape[0] if x.ndim else 1, run_index=r.run_index)
     if r.flush_ns:
-        lg.record(S.PROFILER_FLUSH, track, b, r.done_ns, r.done_ns + r.flush_ns)
+        lg.record(schema.PROFILER_FLUSH, track, b, r.done_ns, r.done_ns + r.flush_ns)
     return r.output
 
 
@@ -275,7 +275,7 @@ def _run_data_parallel(rt: StageRuntime, s: int, b: int, x: np.ndarray, lg: Even
     execs, host, axis = rt.executors[s], rt.host_track(s).track_id, rt.axis
     p0 = now()
     parts = partition(x, rt.sizes, axis)
-    lg.record(S.PARTITION, host, b, p0, now(), rows=x.shape[axis])
+    lg.record(schema.PARTITION, host, b, p0, now(), rows=x.shape[axis])
     starts, submits = [], []
     for j, ex in enumerate(execs):
         starts.append(now())
@@ -293,11 +293,11 @@ def _run_data_parallel(rt: StageRuntime, s: int, b: int, x: np.ndarray, lg: Even
             raise _ExecutorError(j, exc) from exc
     for j, (r, waited) in enumerate(results):
         track = rt.device_tracks[s][j].track_id
-        lg.record(S.INFER, track, b, starts[j], max(r.done_ns, starts[j] + submits[j]), submit_ns=submits[j],
+        lg.record(schema.INFER, track, b, starts[j], max(r.done_ns, starts[j] + submits[j]), submit_ns=submits[j],
                   wait_ns=waited, hw_ns=r.hw_ns, marshal_ns=r.marshal_ns, rows=rt.sizes[j], run_index=r.run_index)
         if r.flush_ns:
-            lg.record(S.PROFILER_FLUSH, track, b, r.done_ns, r.done_ns + r.flush_ns)
+            lg.record(schema.PROFILER_FLUSH, track, b, r.done_ns, r.done_ns + r.flush_ns)
     m0 = max(r.done_ns for r, _ in results)
     y = merge([r.output for r, _ in results], axis, stage=rt.spec.name)
-    lg.record(S.MERGE, host, b, m0, now(), rows=y.shape[axis])
+    lg.record(schema.MERGE, host, b, m0, now(), rows=y.shape[axis])
     return y

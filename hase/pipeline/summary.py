@@ -11,8 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hase.pipeline import analysis as A
-from hase.pipeline import schema as S
+from hase.pipeline import analysis, schema
 from hase.pipeline.runner import PipelineRun
 
 
@@ -52,53 +51,59 @@ def stage_table(events: pd.DataFrame, times: pd.DataFrame, streams: dict[str, in
     `wall_ms` is the mean over all inferences; `hw_ms` and `penalty_ms` (wall - HW) over the inferences with a
     HW time only (`hw_coverage` of them), so `penalty_ms` need not equal `wall_ms - hw_ms` when sampled.
     """
-    infer = events[events[S.KIND] == S.INFER]
+    infer = events[events[schema.KIND] == schema.INFER]
     rows = []
-    for (_, key), g in times.groupby([S.STAGE_INDEX, S.STAGE], sort=True):
+    for (_, key), g in times.groupby([schema.STAGE_INDEX, schema.STAGE], sort=True):
         stage = str(key)
-        e = infer[infer[S.STAGE] == stage]
-        p50, p95 = np.percentile(g[S.STAGE_MS], [50, 95])
+        e = infer[infer[schema.STAGE] == stage]
+        p50, p95 = np.percentile(g[schema.STAGE_MS], [50, 95])
         n_streams = streams.get(stage, 1)
         rows.append({
-            S.STAGE_INDEX: int(g[S.STAGE_INDEX].to_numpy()[0]), S.STAGE: stage, S.STREAMS: n_streams, S.N: len(g),
-            S.STAGE_MS: float(g[S.STAGE_MS].mean()), S.STAGE_P50_MS: float(p50), S.STAGE_P95_MS: float(p95),
-            S.PER_STREAM_MS: float(g[S.STAGE_MS].mean()) / n_streams,
-            S.WALL_MS: _mean_ms(e[S.DUR_NS]), S.HW_MS: _mean_ms(e[S.HW_NS]),
-            S.HW_COVERAGE: float(e[S.HW_NS].notna().mean()) if len(e) else float("nan"),
-            S.PENALTY_MS: _mean_ms(e[S.DUR_NS] - e[S.HW_NS]), S.MARSHAL_MS: _mean_ms(e[S.MARSHAL_NS]),
-            S.SUBMIT_MS: _mean_ms(e[S.SUBMIT_NS]), S.WAIT_MS: _mean_ms(e[S.WAIT_NS]),
+            schema.STAGE_INDEX: int(g[schema.STAGE_INDEX].to_numpy()[0]), schema.STAGE: stage,
+            schema.STREAMS: n_streams, schema.N: len(g),
+            schema.STAGE_MS: float(g[schema.STAGE_MS].mean()), schema.STAGE_P50_MS: float(p50),
+            schema.STAGE_P95_MS: float(p95),
+            schema.PER_STREAM_MS: float(g[schema.STAGE_MS].mean()) / n_streams,
+            schema.WALL_MS: _mean_ms(e[schema.DUR_NS]), schema.HW_MS: _mean_ms(e[schema.HW_NS]),
+            schema.HW_COVERAGE: float(e[schema.HW_NS].notna().mean()) if len(e) else float("nan"),
+            schema.PENALTY_MS: _mean_ms(e[schema.DUR_NS] - e[schema.HW_NS]),
+            schema.MARSHAL_MS: _mean_ms(e[schema.MARSHAL_NS]),
+            schema.SUBMIT_MS: _mean_ms(e[schema.SUBMIT_NS]), schema.WAIT_MS: _mean_ms(e[schema.WAIT_NS]),
         })
-    return pd.DataFrame(rows, columns=[S.STAGE_INDEX, S.STAGE, S.STREAMS, S.N, S.STAGE_MS, S.STAGE_P50_MS,
-                                       S.STAGE_P95_MS, S.PER_STREAM_MS, S.WALL_MS, S.HW_MS, S.HW_COVERAGE,
-                                       S.PENALTY_MS,
-                                       S.MARSHAL_MS, S.SUBMIT_MS, S.WAIT_MS])
+    return pd.DataFrame(rows,
+                        columns=[schema.STAGE_INDEX, schema.STAGE, schema.STREAMS, schema.N, schema.STAGE_MS,
+                                 schema.STAGE_P50_MS,
+                                       schema.STAGE_P95_MS, schema.PER_STREAM_MS, schema.WALL_MS, schema.HW_MS,
+                                       schema.HW_COVERAGE,
+                                       schema.PENALTY_MS,
+                                       schema.MARSHAL_MS, schema.SUBMIT_MS, schema.WAIT_MS])
 
 
 def _mean_ms(values: pd.Series) -> float:
     v = values.dropna()
-    return float(v.mean()) / A.MS if len(v) else float("nan")
+    return float(v.mean()) / analysis.MS if len(v) else float("nan")
 
 
 def summarize(run: PipelineRun) -> PipelineSummary:
     """All tables and headline figures of a run (tables are empty when tracing was off)."""
     ev = run.events
-    span = A.wall_span_ns(ev) if len(ev) else 0
-    times = A.stage_times(ev)
-    cycles = A.cycle_table(times, [s.name for s in run.spec.stages]) if len(times) else pd.DataFrame()
+    span = analysis.wall_span_ns(ev) if len(ev) else 0
+    times = analysis.stage_times(ev)
+    cycles = analysis.cycle_table(times, [s.name for s in run.spec.stages]) if len(times) else pd.DataFrame()
     stages = stage_table(ev, times, {s.name: s.streams for s in run.spec.stages})
     bottleneck, share = _bottleneck(stages, cycles)
-    lat = (run.exit_ns - run.enter_ns)[(run.exit_ns >= 0) & (run.enter_ns >= 0)] / A.MS
-    cyc = cycles[S.CYCLE_MS].to_numpy() if len(cycles) else np.empty(0)
+    lat = (run.exit_ns - run.enter_ns)[(run.exit_ns >= 0) & (run.enter_ns >= 0)] / analysis.MS
+    cyc = cycles[schema.CYCLE_MS].to_numpy() if len(cycles) else np.empty(0)
     return PipelineSummary(
         name=run.spec.name, batches=run.batches, completed=run.completed, traced=run.traced,
-        span_ms=run.span_ns / A.MS, throughput_per_s=run.throughput_per_s,
+        span_ms=run.span_ns / analysis.MS, throughput_per_s=run.throughput_per_s,
         rows_per_s=run.throughput_per_s * run.spec.batch,
         latency_mean_ms=_mean(lat), latency_p50_ms=_pct(lat, 50), latency_p95_ms=_pct(lat, 95),
         cycle_mean_ms=_mean(cyc), cycle_p50_ms=_pct(cyc, 50), cycle_p95_ms=_pct(cyc, 95),
         bottleneck=bottleneck, bottleneck_share=share, stages=stages,
-        tracks=A.track_table(ev, span) if len(ev) else pd.DataFrame(),
-        devices=A.device_table(ev, span) if len(ev) else pd.DataFrame(),
-        data_parallel=A.data_parallel_table(ev) if len(ev) else pd.DataFrame(), cycles=cycles,
+        tracks=analysis.track_table(ev, span) if len(ev) else pd.DataFrame(),
+        devices=analysis.device_table(ev, span) if len(ev) else pd.DataFrame(),
+        data_parallel=analysis.data_parallel_table(ev) if len(ev) else pd.DataFrame(), cycles=cycles,
         dropped_events=run.dropped_events, metadata=run.metadata, hw_coverage=hw_coverage(ev),
         failure=None if run.failure is None else f"stage {run.failure.stage!r} batch {run.failure.batch_id}: "
                                                  f"{run.failure.error}",
@@ -109,16 +114,16 @@ def hw_coverage(events: pd.DataFrame) -> float:
     """Share of inferences on backend devices (not `host`) that have a hardware time; NaN without any."""
     if events.empty:
         return float("nan")
-    infer = events[(events[S.KIND] == S.INFER) & (events[S.DEVICE] != "host")]
-    return float(infer[S.HW_NS].notna().mean()) if len(infer) else float("nan")
+    infer = events[(events[schema.KIND] == schema.INFER) & (events[schema.DEVICE] != "host")]
+    return float(infer[schema.HW_NS].notna().mean()) if len(infer) else float("nan")
 
 
 def _bottleneck(stages: pd.DataFrame, cycles: pd.DataFrame) -> tuple[str | None, float]:
     """The stage with the largest mean time per stream, and the share of cycles it was the slowest in."""
     if stages.empty:
         return None, float("nan")
-    name = str(stages[S.STAGE].iat[int(np.nanargmax(stages[S.PER_STREAM_MS].to_numpy()))])
-    share = float((cycles[S.BOTTLENECK] == name).mean()) if len(cycles) else float("nan")
+    name = str(stages[schema.STAGE].iat[int(np.nanargmax(stages[schema.PER_STREAM_MS].to_numpy()))])
+    share = float((cycles[schema.BOTTLENECK] == name).mean()) if len(cycles) else float("nan")
     return name, share
 
 

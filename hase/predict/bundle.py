@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 
 from hase import __version__
 from hase.errors import HaseError, first_line
-from hase.predict import features as F
+from hase.predict import features
 from hase.predict.calibration import Calibration
 from hase.predict.locate import check_not_shipped, find_predictor
 from hase.predict.manifest import (
@@ -68,7 +68,7 @@ _ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed entry times: the same predictor gives
 
 def feature_schema() -> dict[str, Any]:
     """Every family's op types and columns: a predictor trained on another schema must be retrained."""
-    return {f.name: {"ops": list(f.ops), "columns": list(f.column_names)} for f in F.families()}
+    return {f.name: {"ops": list(f.ops), "columns": list(f.column_names)} for f in features.families()}
 
 
 def schema_sha(schema: Mapping[str, Any]) -> str:

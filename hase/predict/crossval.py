@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from hase.predict import dataset as D
+from hase.predict import dataset
 from hase.predict.calibration import CANDIDATES, Calibration, fit_calibration
 from hase.predict.metrics import grouped_metrics
 from hase.predict.predictor import KEY, PRED_MS, SOURCE, KernelPredictor
@@ -35,58 +35,58 @@ MakePredictor = Callable[[], KernelPredictor]
 Progress = Callable[[str], None]
 
 
-def scored_families(data: D.DeviceData) -> list[str]:
+def scored_families(data: dataset.DeviceData) -> list[str]:
     """The families leave-family-out holds out and scores: every family but the sampled blocks (kernel data for
     every fold's forests, never held out, never a calibration point, never scored: one-kernel blocks, not models
     users run)."""
     return [f for f in data.families if not is_sampled(f)]
 
 
-def scored_ids(data: D.DeviceData, model_ids: Iterable[str]) -> list[str]:
+def scored_ids(data: dataset.DeviceData, model_ids: Iterable[str]) -> list[str]:
     """`model_ids` without the sampled blocks (what calibration is fitted on and scores are computed over)."""
-    fam = data.models.set_index(D.MODEL_ID)[D.FAMILY]
+    fam = data.models.set_index(dataset.MODEL_ID)[dataset.FAMILY]
     return [m for m in model_ids if not is_sampled(str(fam[m]))]
 
 
-def unique_kernel_predictions(data: D.DeviceData, predictor: KernelPredictor, kernel_ids: Iterable[str],
+def unique_kernel_predictions(data: dataset.DeviceData, predictor: KernelPredictor, kernel_ids: Iterable[str],
                               n_draws: int = 64) -> tuple[pd.DataFrame, NDArray[np.float64]]:
     """Predictions for a set of kernels (index kernel_id) and their per-tree draws, batched per forest."""
     ids = list(dict.fromkeys(kernel_ids))
     frame, draws = predictor.predict_detail([data.specs[k] for k in ids], n_draws)
-    frame.index = pd.Index(ids, name=D.KERNEL_ID)
+    frame.index = pd.Index(ids, name=dataset.KERNEL_ID)
     return frame, draws
 
 
-def model_predictions(data: D.DeviceData, predictor: KernelPredictor, model_ids: Iterable[str],
+def model_predictions(data: dataset.DeviceData, predictor: KernelPredictor, model_ids: Iterable[str],
                       n_draws: int = 64) -> pd.DataFrame:
     """Per model: predicted kernel sum and the p10/p90 of its per-tree sums (index model_id)."""
-    nodes = data.nodes[data.nodes[D.MODEL_ID].isin(set(model_ids))]
-    frame, draws = unique_kernel_predictions(data, predictor, nodes[D.KERNEL_ID], n_draws)
-    pos = frame.index.get_indexer(pd.Index(nodes[D.KERNEL_ID]))
+    nodes = data.nodes[data.nodes[dataset.MODEL_ID].isin(set(model_ids))]
+    frame, draws = unique_kernel_predictions(data, predictor, nodes[dataset.KERNEL_ID], n_draws)
+    pos = frame.index.get_indexer(pd.Index(nodes[dataset.KERNEL_ID]))
     pred = frame[PRED_MS].to_numpy()
     out = {}
-    for mid, rows in nodes.groupby(D.MODEL_ID).indices.items():
+    for mid, rows in nodes.groupby(dataset.MODEL_ID).indices.items():
         p = pos[rows]
         sums = draws[p].sum(axis=0)
         out[mid] = (pred[p].sum(), *np.percentile(sums, [10, 90]))
     return pd.DataFrame.from_dict(out, orient="index", columns=[SUM_PRED_MS, SUM_LOW_MS, SUM_HIGH_MS])
 
 
-def measured_sum(data: D.DeviceData, target: str, model_ids: Iterable[str]) -> pd.Series:
+def measured_sum(data: dataset.DeviceData, target: str, model_ids: Iterable[str]) -> pd.Series:
     """Per model, the measured kernel sum of a target (what calibration is fitted on with calibrate_on=measured)."""
-    sums = D.model_sums(data).set_index(D.MODEL_ID)
-    return sums.loc[list(model_ids), D.SUM_COLUMNS[target]]
+    sums = dataset.model_sums(data).set_index(dataset.MODEL_ID)
+    return sums.loc[list(model_ids), dataset.SUM_COLUMNS[target]]
 
 
-def calibration_sums(data: D.DeviceData, target: str, predictor: KernelPredictor, model_ids: list[str],
+def calibration_sums(data: dataset.DeviceData, target: str, predictor: KernelPredictor, model_ids: list[str],
                      calibrate_on: str) -> pd.Series:
     """The kernel sums a calibration is fitted on, in the order of `model_ids`: measured, or the predictor's."""
     sums = (measured_sum(data, target, model_ids) if calibrate_on == "measured"
             else model_predictions(data, predictor, model_ids)[SUM_PRED_MS])
-    return sums.reindex(pd.Index(model_ids, name=D.MODEL_ID))
+    return sums.reindex(pd.Index(model_ids, name=dataset.MODEL_ID))
 
 
-def fit_predictor(data: D.DeviceData, target: str, model_ids: Iterable[str], make: MakePredictor,
+def fit_predictor(data: dataset.DeviceData, target: str, model_ids: Iterable[str], make: MakePredictor,
                   busy: BusyPolicy = KEEP) -> KernelPredictor:
     """A predictor fitted on the target's measured kernels of `model_ids`, suspect rows as `busy` says."""
     y, w, _ = training_rows(data, target, busy, model_ids)
@@ -99,7 +99,7 @@ def fit_predictor(data: D.DeviceData, target: str, model_ids: Iterable[str], mak
 def calibrated_rows(part: pd.DataFrame, cal: Calibration) -> pd.DataFrame:
     """Model rows (index model_id, with sum_pred_ms and n_kernels) with their calibrated pred_ms and coefficients."""
     out = part.copy()
-    out[PRED_MS] = cal.apply(out[SUM_PRED_MS], out[D.N_KERNELS])
+    out[PRED_MS] = cal.apply(out[SUM_PRED_MS], out[dataset.N_KERNELS])
     return tag(out, {CALIBRATION: cal.name, ALPHA: cal.alpha, BETA: cal.beta, GAMMA: cal.gamma})
 
 
@@ -111,40 +111,43 @@ def tag(frame: pd.DataFrame, values: dict[str, str | float]) -> pd.DataFrame:
     return out
 
 
-def fold_frames(data: D.DeviceData, target: str, held: str, make: MakePredictor,
+def fold_frames(data: dataset.DeviceData, target: str, held: str, make: MakePredictor,
                 calibrate_on: str = "measured", busy: BusyPolicy = KEEP) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One fold: train without family `held`; model rows (per calibration candidate) and unseen-kernel rows."""
     models = data.models
-    train_ids = list(models.loc[models[D.FAMILY] != held, D.MODEL_ID])
-    test = models[models[D.FAMILY] == held].set_index(D.MODEL_ID)
+    train_ids = list(models.loc[models[dataset.FAMILY] != held, dataset.MODEL_ID])
+    test = models[models[dataset.FAMILY] == held].set_index(dataset.MODEL_ID)
     predictor = fit_predictor(data, target, train_ids, make, busy)  # sampled blocks' kernels included
     cal_ids = scored_ids(data, train_ids)
     fit_sums = calibration_sums(data, target, predictor, cal_ids, calibrate_on)
-    train = models.set_index(D.MODEL_ID).loc[cal_ids]
+    train = models.set_index(dataset.MODEL_ID).loc[cal_ids]
     weight = model_weights(data, busy, cal_ids)
-    part = test[[D.FAMILY, D.MEASURED_MS, D.N_KERNELS]].join(model_predictions(data, predictor, test.index))
-    rows = [calibrated_rows(part, fit_calibration(fit_sums, train[D.N_KERNELS], train[D.MEASURED_MS], form, fitter,
+    part = test[[dataset.FAMILY, dataset.MEASURED_MS, dataset.N_KERNELS]].join(model_predictions(data, predictor,
+                                                                                                 test.index))
+    rows = [calibrated_rows(part,
+                            fit_calibration(fit_sums, train[dataset.N_KERNELS], train[dataset.MEASURED_MS], form,
+                                            fitter,
                                                   weight))
             for form, fitter in CANDIDATES]
     model_rows = tag(pd.concat(rows).reset_index(), {TARGET: target, SPLIT: HELD_OUT, FOLD: held})
     return model_rows, unseen_kernels(data, target, predictor, train_ids, test.index, held)
 
 
-def unseen_kernels(data: D.DeviceData, target: str, predictor: KernelPredictor, train_ids: Iterable[str],
+def unseen_kernels(data: dataset.DeviceData, target: str, predictor: KernelPredictor, train_ids: Iterable[str],
                    test_ids: Iterable[str], held: str) -> pd.DataFrame:
     """Held-out kernels the fold's predictor never saw: measured vs predicted, with key and source."""
-    seen = set(D.kernel_targets(data, target, train_ids).index)
-    y = D.kernel_targets(data, target, test_ids)
+    seen = set(dataset.kernel_targets(data, target, train_ids).index)
+    y = dataset.kernel_targets(data, target, test_ids)
     y = y[~y.index.isin(seen)]
     if y.empty:
-        return pd.DataFrame(columns=[D.KERNEL_ID, D.OP_TYPE, KEY, SOURCE, Y_MS, PRED_MS, TARGET, FOLD])
+        return pd.DataFrame(columns=[dataset.KERNEL_ID, dataset.OP_TYPE, KEY, SOURCE, Y_MS, PRED_MS, TARGET, FOLD])
     frame, _ = unique_kernel_predictions(data, predictor, y.index, n_draws=1)
-    frame[D.OP_TYPE] = [data.specs[k].op_type for k in frame.index]
+    frame[dataset.OP_TYPE] = [data.specs[k].op_type for k in frame.index]
     frame[Y_MS] = y
     return tag(frame.reset_index(), {TARGET: target, FOLD: held})
 
 
-def leave_family_out(data: D.DeviceData, target: str, make: MakePredictor, calibrate_on: str = "measured",
+def leave_family_out(data: dataset.DeviceData, target: str, make: MakePredictor, calibrate_on: str = "measured",
                      progress: Progress | None = None,
                      busy: BusyPolicy = KEEP) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every family held out in turn: (model rows for every calibration candidate, unseen-kernel rows)."""
@@ -159,15 +162,18 @@ def leave_family_out(data: D.DeviceData, target: str, make: MakePredictor, calib
     return pd.concat(models, ignore_index=True), pd.concat([k for k in kernels if len(k)], ignore_index=True)
 
 
-def in_sample(data: D.DeviceData, target: str, predictor: KernelPredictor, calibration: Calibration) -> pd.DataFrame:
+def in_sample(data: dataset.DeviceData, target: str, predictor: KernelPredictor,
+              calibration: Calibration) -> pd.DataFrame:
     """Model rows of the final predictor on its own training models (split `train`)."""
-    ids = scored_ids(data, data.models[D.MODEL_ID])
+    ids = scored_ids(data, data.models[dataset.MODEL_ID])
     preds = model_predictions(data, predictor, ids)
-    part = data.models.set_index(D.MODEL_ID).loc[ids, [D.FAMILY, D.MEASURED_MS, D.N_KERNELS]].join(preds)
+    part = data.models.set_index(dataset.MODEL_ID).loc[ids,
+                                                       [dataset.FAMILY, dataset.MEASURED_MS,
+                                                        dataset.N_KERNELS]].join(preds)
     return tag(calibrated_rows(part, calibration).reset_index(), {TARGET: target, SPLIT: TRAIN, FOLD: ""})
 
 
 def candidate_scores(cv_models: pd.DataFrame) -> pd.DataFrame:
     """Held-out metrics of every (target, calibration) candidate, best RMSPE first."""
     held = cv_models[cv_models[SPLIT] == HELD_OUT]
-    return grouped_metrics(held, [TARGET, CALIBRATION], D.MEASURED_MS, PRED_MS).sort_values("rmspe")
+    return grouped_metrics(held, [TARGET, CALIBRATION], dataset.MEASURED_MS, PRED_MS).sort_values("rmspe")

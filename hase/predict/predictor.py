@@ -21,8 +21,8 @@ from numpy.typing import ArrayLike, NDArray
 from hase.errors import HaseError
 from hase.kernels.types import KernelSpec
 from hase.measure.types import HostPeaks
-from hase.predict import features as F
-from hase.predict import roofline as R
+from hase.predict import features
+from hase.predict import roofline as roofline_model  # `roofline` is also a KernelPredictor parameter
 from hase.predict.forest import ARRAY_DTYPES, FittedForest, PackedForest, fit_base, linear_base_ms, pack_forest
 from hase.predict.manifest import RETRAIN, PredictorSummary
 
@@ -41,7 +41,7 @@ PARAM_TYPES: dict[str, tuple[type, ...]] = {
 # parameters added since the first saved predictors: their value when a saved predictor has none (no peaks: no
 # roofline, no band, predictions exactly as before)
 PARAM_DEFAULTS: dict[str, Any] = {"tree_mean": "arithmetic", "peaks": None, "roofline": False, "band_margin": 2.0,
-                                  "clamp": True, "overhead": R.OVERHEAD_CALL}
+                                  "clamp": True, "overhead": roofline_model.OVERHEAD_CALL}
 TREE_MEANS = ("arithmetic", "geometric")
 
 
@@ -70,7 +70,7 @@ def params_for(params: Mapping[str, Mapping[str, Any]] | None, key: str, family:
     Fallback forests (key `family:<name>` or `generic`) read `[forest.fallback]`, else `default`.
     """
     params = params or {}
-    fallback = key.startswith("family:") or key == F.GENERIC
+    fallback = key.startswith("family:") or key == features.GENERIC
     names = ("fallback",) if fallback else (key, key.split("/", maxsplit=1)[0], family)
     for name in (*names, "default"):
         if name in params:
@@ -123,7 +123,7 @@ class KernelPredictor:
                  aliases: Mapping[str, str] | None = None, base: bool = True, weight_power: float = 0.0,
                  family_exclude: Sequence[str] = (), tree_mean: str = "arithmetic",
                  peaks: Mapping[str, Any] | None = None, roofline: bool = False, band_margin: float = 2.0,
-                 clamp: bool = True, overhead: str = R.OVERHEAD_CALL) -> None:
+                 clamp: bool = True, overhead: str = roofline_model.OVERHEAD_CALL) -> None:
         if tree_mean not in TREE_MEANS:
             raise HaseError(f"tree_mean {tree_mean!r} is not one of {list(TREE_MEANS)}")
         self.params = params
@@ -141,8 +141,9 @@ class KernelPredictor:
         self.roofline = roofline
         self.band_margin = band_margin
         self.clamp = clamp
-        if overhead not in (R.OVERHEAD_CALL, R.OVERHEAD_NODE):
-            raise HaseError(f"overhead {overhead!r} is not {R.OVERHEAD_CALL!r} or {R.OVERHEAD_NODE!r}")
+        if overhead not in (roofline_model.OVERHEAD_CALL, roofline_model.OVERHEAD_NODE):
+            raise HaseError(f"overhead {overhead!r} is not {roofline_model.OVERHEAD_CALL!r} or "
+                            f"{roofline_model.OVERHEAD_NODE!r}")
         self.overhead = overhead
         self.bands_ = {}
 
@@ -155,12 +156,13 @@ class KernelPredictor:
         peaks = self.host_peaks()
         if peaks is None:
             return np.full(len(specs), np.nan)
-        costs = [F.extract(s) for s in specs]
-        return R.roofline_ms(peaks, [c["flops"] for c in costs], [c["bytes"] for c in costs], self.overhead)
+        costs = [features.extract(s) for s in specs]
+        return roofline_model.roofline_ms(peaks, [c["flops"] for c in costs], [c["bytes"] for c in costs],
+                                          self.overhead)
 
     def key_of(self, spec: KernelSpec) -> str:
         """The predictor key of a kernel: `features.kernel_key`, with op-type aliases applied."""
-        op, sep, variant = F.kernel_key(spec).partition("/")
+        op, sep, variant = features.kernel_key(spec).partition("/")
         return (self.aliases or {}).get(op, op) + sep + variant
 
     # ------------------------------------------------------------------ fit
@@ -185,7 +187,7 @@ class KernelPredictor:
             raise ValueError("sample weights must be one finite positive number per kernel")
         self._check_aliases()
         keys = np.array([self.key_of(s) for s in specs])
-        fams = np.array([F.family_of(s.op_type).name for s in specs])
+        fams = np.array([features.family_of(s.op_type).name for s in specs])
         self.forests_, self.family_forests_, self.skipped_, self.n_samples_ = {}, {}, {}, {}
         for key in sorted(set(keys)):
             idx = np.flatnonzero(keys == key)
@@ -194,8 +196,8 @@ class KernelPredictor:
             if len(idx) < self.min_samples:
                 self.skipped_[key] = f"{len(idx)} training kernels < min_samples {self.min_samples}: fallback forest"
             else:
-                self.forests_[key] = self._fit_one(specs, y, w, idx, F.get_family(fam), key)
-        for fam in sorted(set(fams) - {F.GENERIC}):
+                self.forests_[key] = self._fit_one(specs, y, w, idx, features.get_family(fam), key)
+        for fam in sorted(set(fams) - {features.GENERIC}):
             idx = np.flatnonzero((fams == fam) & ~np.isin(keys, self.family_exclude))
             if not len(idx):
                 continue
@@ -203,21 +205,23 @@ class KernelPredictor:
             if len(own) == 1 and next(iter(own)) in self.forests_:  # one key: its forest is the family's
                 self.family_forests_[fam] = self.forests_[next(iter(own))]
             elif len(idx) >= self.min_samples:
-                self.family_forests_[fam] = self._fit_one(specs, y, w, idx, F.get_family(fam), _family_key(fam))
-        self.generic_ = self._fit_one(specs, y, w, np.arange(len(y)), F.get_family(F.GENERIC), F.GENERIC)
+                self.family_forests_[fam] = self._fit_one(specs, y, w, idx, features.get_family(fam), _family_key(fam))
+        self.generic_ = self._fit_one(specs, y, w, np.arange(len(y)), features.get_family(features.GENERIC),
+                                      features.GENERIC)
         self.n_kernels_ = len(y)
-        self.bands_ = R.fit_bands(fams.tolist(), y / self.roofline_of(specs), self.band_margin) \
+        self.bands_ = roofline_model.fit_bands(fams.tolist(), y / self.roofline_of(specs), self.band_margin) \
             if self.peaks is not None and self.clamp else {}
         return self
 
     def _check_aliases(self) -> None:
         for op, to in (self.aliases or {}).items():
-            if F.family_of(op).name != F.family_of(to).name:
+            if features.family_of(op).name != features.family_of(to).name:
                 raise HaseError(f"alias {op} -> {to}: both op types must belong to one feature family "
-                                f"({F.family_of(op).name} != {F.family_of(to).name}); fix [keys] in the config")
+                                f"({features.family_of(op).name} != {features.family_of(to).name}); "
+                                f"fix [keys] in the config")
 
     def _fit_one(self, specs: Sequence[KernelSpec], y: NDArray[np.float64], w: NDArray[np.float64],
-                 idx: NDArray[np.intp], family: F.FeatureFamily, key: str) -> FittedForest:
+                 idx: NDArray[np.intp], family: features.FeatureFamily, key: str) -> FittedForest:
         from sklearn.ensemble import RandomForestRegressor
 
         p = params_for(self.params, key, family.name)
@@ -236,15 +240,16 @@ class KernelPredictor:
         forest.fit(X, np.log(ratio) if self.log_target else ratio, sample_weight=weight / weight.mean())
         return FittedForest(family.name, pack_forest(forest), base, floor_ms, use_roofline)
 
-    def _roofline_ms(self, X: NDArray[np.float32], family: F.FeatureFamily) -> NDArray[np.float64]:
+    def _roofline_ms(self, X: NDArray[np.float32], family: features.FeatureFamily) -> NDArray[np.float64]:
         """The roofline time of each row of a family's feature matrix (from its flops and bytes columns)."""
         peaks = self.host_peaks()
         if peaks is None:
             raise HaseError("a roofline forest needs the host's peaks, and this predictor has none: retrain")
         cols = family.column_names
-        return R.roofline_ms(peaks, X[:, cols.index("flops")], X[:, cols.index("bytes")], self.overhead)
+        return roofline_model.roofline_ms(peaks, X[:, cols.index("flops")], X[:, cols.index("bytes")], self.overhead)
 
-    def _base_ms(self, member: FittedForest, X: NDArray[np.float32], family: F.FeatureFamily) -> NDArray[np.float64]:
+    def _base_ms(self, member: FittedForest, X: NDArray[np.float32],
+                 family: features.FeatureFamily) -> NDArray[np.float64]:
         """What the member's trees correct: the roofline time, or its linear base."""
         return self._roofline_ms(X, family) if member.roofline else member.base_ms(X, family)
 
@@ -254,7 +259,7 @@ class KernelPredictor:
         key = self.key_of(spec)
         if key in self.forests_:
             return key, SOURCE_OP, self.forests_[key]
-        fam = F.family_of(spec.op_type).name
+        fam = features.family_of(spec.op_type).name
         if fam in self.family_forests_:
             return key, SOURCE_FAMILY, self.family_forests_[fam]
         return key, SOURCE_GENERIC, self.generic_
@@ -294,7 +299,7 @@ class KernelPredictor:
             groups.setdefault(id(member), []).append(i)
         for idx in groups.values():
             member = routes[idx[0]][2]
-            family = F.get_family(member.family)
+            family = features.get_family(member.family)
             X = _matrix([specs[i] for i in idx], family)
             trees = self._tree_predictions(member, X) * self._base_ms(member, X, family)[None, :]
             pred[idx] = _tree_mean(trees, self.tree_mean)
@@ -302,8 +307,8 @@ class KernelPredictor:
         roof = self.roofline_of(specs)
         clamped = [""] * len(specs)
         if self.bands_:
-            low, high = R.band_ms(roof, [F.family_of(s.op_type).name for s in specs], self.bands_)
-            pred, clamped = R.clamp(pred, low, high)
+            low, high = roofline_model.band_ms(roof, [features.family_of(s.op_type).name for s in specs], self.bands_)
+            pred, clamped = roofline_model.clamp(pred, low, high)
             draws = np.clip(draws, low[:, None], high[:, None])
         return Routes([r[0] for r in routes], [r[1] for r in routes], pred, draws, roof, clamped)
 
@@ -374,7 +379,7 @@ class KernelPredictor:
                 raise ValueError(f"params.peaks: {exc}") from None
         if pred.peaks is None and any(m.roofline for m in members):
             raise ValueError("forests correct a roofline, and params.peaks is missing")
-        if pred.bands_ and (pred.peaks is None or R.ALL not in pred.bands_):
+        if pred.bands_ and (pred.peaks is None or roofline_model.ALL not in pred.bands_):
             raise ValueError("bands need the host's peaks and a band of every kernel ('*')")
         if set(pred.forests_) - set(pred.n_samples_):
             raise ValueError(f"keys {sorted(set(pred.forests_) - set(pred.n_samples_))} have no training size")
@@ -418,7 +423,7 @@ def _tree_mean(trees: NDArray[np.float64], how: str) -> NDArray[np.float64]:
 def _member_json(m: FittedForest) -> dict[str, Any]:
     """A member's numbers and names (its arrays are saved beside them); the family's columns let a load
     notice a feature schema that changed since training."""
-    out = {"family": m.family, "columns": list(F.get_family(m.family).column_names), "base": list(m.base),
+    out = {"family": m.family, "columns": list(features.get_family(m.family).column_names), "base": list(m.base),
            "floor_ms": m.floor_ms, "depth": m.forest.depth, "n_features": m.forest.n_features}
     return {**out, "roofline": True} if m.roofline else out
 
@@ -439,7 +444,7 @@ def _members(records: list[Any], arrays: Mapping[str, NDArray[Any]]) -> list[Fit
 def _member(d: Mapping[str, Any], i: int, arrays: Mapping[str, NDArray[Any]]) -> FittedForest:
     """FittedForest i from its JSON record and its arrays, checked against the feature family this Hase computes."""
     where = f"members[{i}]."
-    family = F.get_family(_get(d, "family", (str,), where))
+    family = features.get_family(_get(d, "family", (str,), where))
     columns = _get(d, "columns", (list,), where)
     if columns != list(family.column_names):
         raise HaseError(f"a forest of feature family {family.name!r} was trained on columns {columns}, this Hase "
@@ -452,11 +457,11 @@ def _member(d: Mapping[str, Any], i: int, arrays: Mapping[str, NDArray[Any]]) ->
         raise ValueError(f"{where}n_features is {n_features}, family {family.name!r} has {len(family.columns)}")
     forest = PackedForest.from_arrays({name: arrays[f"m{i}.{name}"] for name in ARRAY_DTYPES
                                        if f"m{i}.{name}" in arrays}, _get(d, "depth", (int,), where), n_features)
-    roofline = d.get("roofline", False)
-    if not isinstance(roofline, bool):
-        raise ValueError(f"{where}roofline is a {type(roofline).__name__}, not true or false")
+    use_roofline = d.get("roofline", False)
+    if not isinstance(use_roofline, bool):
+        raise ValueError(f"{where}roofline is a {type(use_roofline).__name__}, not true or false")
     return FittedForest(family.name, forest, (float(base[0]), float(base[1]), float(base[2])),
-                  float(_get(d, "floor_ms", (int, float), where)), roofline)
+                        float(_get(d, "floor_ms", (int, float), where)), use_roofline)
 
 
 def _get(d: Mapping[str, Any], key: str, kinds: tuple[type, ...], where: str) -> Any:
@@ -477,7 +482,7 @@ def _typed_map(d: Mapping[str, Any], key: str, kind: type) -> dict[str, Any]:
     return table
 
 
-def _matrix(specs: Sequence[KernelSpec], family: F.FeatureFamily) -> NDArray[np.float32]:
+def _matrix(specs: Sequence[KernelSpec], family: features.FeatureFamily) -> NDArray[np.float32]:
     """Feature matrix (float32, C-contiguous: what the trees read without copying)."""
     rows = [list(family.extract(s).values()) for s in specs]
     return np.ascontiguousarray(np.asarray(rows, dtype=np.float32).reshape(len(specs), len(family.columns)))

@@ -22,11 +22,8 @@ import pandas as pd
 from hase.errors import HaseError
 from hase.files import load_toml
 from hase.measure.types import HostPeaks
-from hase.predict import baselines as B
-from hase.predict import crossval as CV
-from hase.predict import dataset as D
-from hase.predict import provenance as NZ
-from hase.predict import trust
+from hase.predict import crossval, dataset, provenance, trust
+from hase.predict.baselines import baseline_lofo, baseline_scores
 from hase.predict.bundle import (
     BASELINES_CSV,
     CV_KERNELS_CSV,
@@ -51,7 +48,7 @@ log = logging.getLogger(__name__)
 class TrainConfig:
     """The [training] table of configs/predictor.toml plus the forest tables."""
 
-    targets: tuple[str, ...] = D.TARGETS
+    targets: tuple[str, ...] = dataset.TARGETS
     save_targets: str = "default"
     log_target: bool = True
     min_samples: int = 8
@@ -96,7 +93,7 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
     if unknown:
         raise HaseError(f"{path}: unknown [training] keys {sorted(unknown)}: use {sorted(known)}")
     training.update({k: v for k, v in overrides.items() if v is not None})
-    training["targets"] = tuple(D.check_target(t) for t in training.get("targets", D.TARGETS))
+    training["targets"] = tuple(dataset.check_target(t) for t in training.get("targets", dataset.TARGETS))
     exclude = training.get("family_exclude", [])
     if not isinstance(exclude, list) or not all(isinstance(k, str) for k in exclude):
         raise HaseError(f"{path}: [training] family_exclude must be a list of op types, e.g. [\"Resize\"]")
@@ -174,7 +171,7 @@ class TrainResult:
 
 
 def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device: str | None = None,
-          progress: CV.Progress | None = None) -> TrainResult:
+          progress: crossval.Progress | None = None) -> TrainResult:
     """Train, cross-validate (leave-family-out) and save the predictors of one device configuration.
 
     `progress`, when given, is called with a one-line message at the start of every stage once the store's data
@@ -182,27 +179,27 @@ def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device
     itself prints nothing.
     """
     t0 = time.perf_counter()
-    data = D.load_device_data(store_path, device)
-    if len(CV.scored_families(data)) < 2:
+    data = dataset.load_device_data(store_path, device)
+    if len(crossval.scored_families(data)) < 2:
         raise HaseError(f"the store has one model family ({data.families}): leave-family-out evaluation needs two "
                         f"or more; collect more of the zoo with `make collect`")
     held, kernels = _cross_validate(data, cfg, progress)
-    scores = CV.candidate_scores(held)
-    best = scores.groupby(CV.TARGET).head(1).set_index(CV.TARGET)
+    scores = crossval.candidate_scores(held)
+    best = scores.groupby(crossval.TARGET).head(1).set_index(crossval.TARGET)
     default_target = str(best["rmspe"].idxmin())
     finals, entries, train_rows, counts = {}, {}, [], {}
     for target in cfg.targets:
         if progress:
             progress(f"{target}: final forests on all families")
-        pred, cal, fit_data = _final(data, target, cfg, str(best.loc[target, CV.CALIBRATION]))
+        pred, cal, fit_data = _final(data, target, cfg, str(best.loc[target, crossval.CALIBRATION]))
         counts[target] = trust.training_rows(data, target, cfg.busy_policy())[2]
         finals[target] = pred
-        train_rows.append(CV.in_sample(data, target, pred, cal))
+        train_rows.append(crossval.in_sample(data, target, pred, cal))
         entries[target] = _target_entry(target, pred, CalibrationEntry(cal, _records(fit_data)), scores, held,
                                         kernels, train_rows[-1])
     if progress:
         progress("FLOPs baselines (leave-family-out)")
-    baselines = B.baseline_lofo(data)
+    baselines = baseline_lofo(data)
     busy = trust.summary(cfg.busy_policy(), trust.model_counts(data, cfg.busy_policy()), counts)
     log.debug("%s: rows measured on a busy host or noisy: %s", data.device, busy)
     manifest = _manifest(data, store_path, cfg, default_target, entries, baselines, busy)
@@ -212,40 +209,41 @@ def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device
         progress(f"saving to {Path(out_root) / data.device}")
     out = save_bundle(Path(out_root) / data.device, manifest, saved,
                       {CV_MODELS_CSV: all_models, CV_KERNELS_CSV: kernels, BASELINES_CSV: baselines})
-    return TrainResult(data.device, out, default_target, scores, B.baseline_scores(baselines),
+    return TrainResult(data.device, out, default_target, scores, baseline_scores(baselines),
                        read_manifest(out), time.perf_counter() - t0)  # the manifest as written, verified once
 
 
-def _cross_validate(data: D.DeviceData, cfg: TrainConfig,
-                    progress: CV.Progress | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _cross_validate(data: dataset.DeviceData, cfg: TrainConfig,
+                    progress: crossval.Progress | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Leave-family-out model rows and unseen-kernel rows of every target, each concatenated."""
     models, kernels = [], []
     for target in cfg.targets:
         def make(t: str = target) -> KernelPredictor:
             return cfg.predictor(True, data.peaks, t)
 
-        m, k = CV.leave_family_out(data, target, make, cfg.calibrate_on, progress,
+        m, k = crossval.leave_family_out(data, target, make, cfg.calibrate_on, progress,
                                    cfg.busy_policy())
         models.append(m)
         kernels.append(k)
     return pd.concat(models, ignore_index=True), pd.concat([k for k in kernels if len(k)], ignore_index=True)
 
 
-def _final(data: D.DeviceData, target: str, cfg: TrainConfig,
+def _final(data: dataset.DeviceData, target: str, cfg: TrainConfig,
            candidate: str) -> tuple[KernelPredictor, Calibration, pd.DataFrame]:
     """The predictor on all families, its calibration `candidate` (form/fitter) and the calibration's fit data."""
     form, _, fitter = candidate.partition("/")
-    pred = CV.fit_predictor(data, target, list(data.models[D.MODEL_ID]),  # the sampled blocks' kernels too
+    pred = crossval.fit_predictor(data, target, list(data.models[dataset.MODEL_ID]),  # the sampled blocks' kernels too
                             lambda: cfg.predictor(False, data.peaks, target), cfg.busy_policy())
-    ids = CV.scored_ids(data, data.models[D.MODEL_ID])  # calibration: models users run, not one-kernel blocks
-    sums = CV.calibration_sums(data, target, pred, ids, cfg.calibrate_on)
-    m = data.models.set_index(D.MODEL_ID).loc[ids]
+    ids = crossval.scored_ids(data,
+                              data.models[dataset.MODEL_ID])  # calibration: models users run, not one-kernel blocks
+    sums = crossval.calibration_sums(data, target, pred, ids, cfg.calibrate_on)
+    m = data.models.set_index(dataset.MODEL_ID).loc[ids]
     weight = trust.model_weights(data, cfg.busy_policy(), ids)
-    cal = fit_calibration(sums, m[D.N_KERNELS], m[D.MEASURED_MS], form, fitter or "none", weight)
-    fit = pd.DataFrame({D.FAMILY: m[D.FAMILY], "sum_ms": sums, D.N_KERNELS: m[D.N_KERNELS],
-                        D.MEASURED_MS: m[D.MEASURED_MS], trust.WEIGHT: weight})
-    fit["fitted_ms"] = cal.apply(fit["sum_ms"], fit[D.N_KERNELS])
-    fit["residual_pct"] = (fit["fitted_ms"] / fit[D.MEASURED_MS] - 1) * 100
+    cal = fit_calibration(sums, m[dataset.N_KERNELS], m[dataset.MEASURED_MS], form, fitter or "none", weight)
+    fit = pd.DataFrame({dataset.FAMILY: m[dataset.FAMILY], "sum_ms": sums, dataset.N_KERNELS: m[dataset.N_KERNELS],
+                        dataset.MEASURED_MS: m[dataset.MEASURED_MS], trust.WEIGHT: weight})
+    fit["fitted_ms"] = cal.apply(fit["sum_ms"], fit[dataset.N_KERNELS])
+    fit["residual_pct"] = (fit["fitted_ms"] / fit[dataset.MEASURED_MS] - 1) * 100
     return pred, cal, fit.reset_index()
 
 
@@ -257,21 +255,21 @@ def _records(frame: pd.DataFrame) -> Records:
 def _target_entry(target: str, pred: KernelPredictor, cal: CalibrationEntry, scores: pd.DataFrame,
                   held: pd.DataFrame, kernels: pd.DataFrame, train_rows: pd.DataFrame) -> TargetEntry:
     """A target's manifest entry: its calibration, held-out and in-sample scores, and its forests."""
-    mine = held[(held[CV.TARGET] == target) & (held[CV.CALIBRATION] == cal.calibration.name)]
-    kern = kernels[kernels[CV.TARGET] == target]
+    mine = held[(held[crossval.TARGET] == target) & (held[crossval.CALIBRATION] == cal.calibration.name)]
+    kern = kernels[kernels[crossval.TARGET] == target]
     return TargetEntry(
-        doc=D.TARGET_DOC[target], calibration=cal,
-        calibration_candidates=_records(scores[scores[CV.TARGET] == target].drop(columns=[CV.TARGET])),
-        held_out=score(mine[D.MEASURED_MS], mine[PRED_MS]),
-        held_out_by_family=_records(grouped_metrics(mine, D.FAMILY, D.MEASURED_MS, PRED_MS)),
-        held_out_raw_sum=score(mine[D.MEASURED_MS], mine[CV.SUM_PRED_MS]),
-        train=score(train_rows[D.MEASURED_MS], train_rows[PRED_MS]),
-        kernels_held_out=score(kern[CV.Y_MS], kern[PRED_MS]) if len(kern) else None,
-        kernels_held_out_by_key=_records(grouped_metrics(kern, KEY, CV.Y_MS, PRED_MS)) if len(kern) else (),
+        doc=dataset.TARGET_DOC[target], calibration=cal,
+        calibration_candidates=_records(scores[scores[crossval.TARGET] == target].drop(columns=[crossval.TARGET])),
+        held_out=score(mine[dataset.MEASURED_MS], mine[PRED_MS]),
+        held_out_by_family=_records(grouped_metrics(mine, dataset.FAMILY, dataset.MEASURED_MS, PRED_MS)),
+        held_out_raw_sum=score(mine[dataset.MEASURED_MS], mine[crossval.SUM_PRED_MS]),
+        train=score(train_rows[dataset.MEASURED_MS], train_rows[PRED_MS]),
+        kernels_held_out=score(kern[crossval.Y_MS], kern[PRED_MS]) if len(kern) else None,
+        kernels_held_out_by_key=_records(grouped_metrics(kern, KEY, crossval.Y_MS, PRED_MS)) if len(kern) else (),
         predictor=pred.summary())
 
 
-def _manifest(data: D.DeviceData, store_path: str | Path, cfg: TrainConfig, default_target: str,
+def _manifest(data: dataset.DeviceData, store_path: str | Path, cfg: TrainConfig, default_target: str,
               entries: Mapping[str, TargetEntry], baselines: pd.DataFrame, busy: Mapping[str, Any]) -> Manifest:
     """The manifest of a freshly trained device (its file hashes are added when it is saved)."""
     schema = feature_schema()
@@ -282,11 +280,11 @@ def _manifest(data: D.DeviceData, store_path: str | Path, cfg: TrainConfig, defa
         training_data=TrainingData(str(store_path), len(data.models), tuple(data.families), len(data.kernels),
                                    len(data.nodes), busy),
         config=dataclasses.asdict(cfg), evaluation=EVALUATION, targets=dict(entries),
-        baselines_held_out=_records(B.baseline_scores(baselines)),
+        baselines_held_out=_records(baseline_scores(baselines)),
         peaks=data.peaks.to_dict() if data.peaks is not None else None, **_provenance(store_path, data.device))
 
 
 def _provenance(store_path: str | Path, device: str) -> dict[str, Any]:
     """The measuring machine's fingerprint and speed signature, and the store's noise (`hase.predict.noise`)."""
-    host, signature = NZ.store_host(store_path, device)
-    return {"host": host, "signature": signature, "noise": NZ.store_noise(store_path, device)}
+    host, signature = provenance.store_host(store_path, device)
+    return {"host": host, "signature": signature, "noise": provenance.store_noise(store_path, device)}

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from hase.errors import HaseError
-from hase.predict import dataset as D
+from hase.predict import dataset
 
 MODES = ("drop", "weight", "keep")
 SUSPECT, WEIGHT = "suspect", "weight"
@@ -78,59 +78,60 @@ class RowCounts:
         return dataclasses.asdict(self)
 
 
-def suspect_models(data: D.DeviceData) -> pd.Series:
+def suspect_models(data: dataset.DeviceData) -> pd.Series:
     """Per model (index model_id): measured on a busy host or noisy."""
-    m = data.models.set_index(D.MODEL_ID)
-    out: pd.Series = (m[D.HOST_BUSY].astype(bool) | m[D.NOISY].astype(bool)).rename(SUSPECT)
+    m = data.models.set_index(dataset.MODEL_ID)
+    out: pd.Series = (m[dataset.HOST_BUSY].astype(bool) | m[dataset.NOISY].astype(bool)).rename(SUSPECT)
     return out
 
 
-def model_weights(data: D.DeviceData, policy: BusyPolicy, model_ids: Iterable[str]) -> pd.Series:
+def model_weights(data: dataset.DeviceData, policy: BusyPolicy, model_ids: Iterable[str]) -> pd.Series:
     """The calibration weight of each model of `model_ids`, in that order (index model_id)."""
-    return policy.weight_of(suspect_models(data).reindex(pd.Index(list(model_ids), name=D.MODEL_ID))).rename(WEIGHT)
+    return policy.weight_of(suspect_models(data).reindex(pd.Index(list(model_ids),
+                                                                  name=dataset.MODEL_ID))).rename(WEIGHT)
 
 
-def model_counts(data: D.DeviceData, policy: BusyPolicy) -> dict[str, int]:
+def model_counts(data: dataset.DeviceData, policy: BusyPolicy) -> dict[str, int]:
     """The models of the calibration: how many, busy, noisy, and down-weighted (none dropped: see module doc)."""
     m = data.models
     suspect = suspect_models(data)
-    return {"rows": len(m), "host_busy": int(m[D.HOST_BUSY].sum()), "noisy": int(m[D.NOISY].sum()),
+    return {"rows": len(m), "host_busy": int(m[dataset.HOST_BUSY].sum()), "noisy": int(m[dataset.NOISY].sum()),
             "suspect": int(suspect.sum()), "dropped": 0,
             "weighted": 0 if policy.mode == "keep" else int(suspect.sum())}
 
 
-def training_rows(data: D.DeviceData, target: str, policy: BusyPolicy, models: Iterable[str] | None = None
+def training_rows(data: dataset.DeviceData, target: str, policy: BusyPolicy, models: Iterable[str] | None = None
                   ) -> tuple[pd.Series, pd.Series, RowCounts]:
     """The kernels a forest trains on for `target` over `models` (all when None): measured latency, weight, counts.
 
     Under "keep" the latencies are exactly `dataset.kernel_targets`'s; the weights share their index.
     """
-    if D.check_target(target) == "span":
+    if dataset.check_target(target) == "span":
         return _span_rows(data, policy, models)
-    y = D.kernel_targets(data, target, models)
-    suspect = data.kernels.set_index(D.KERNEL_ID)[D.HOST_BUSY].reindex(y.index).fillna(False).astype(bool)
+    y = dataset.kernel_targets(data, target, models)
+    suspect = data.kernels.set_index(dataset.KERNEL_ID)[dataset.HOST_BUSY].reindex(y.index).fillna(False).astype(bool)
     w = policy.weight_of(suspect).rename(WEIGHT)
     return y, w, RowCounts(len(y), int(suspect.sum()), 0, int((w < 1).sum()))
 
 
-def _span_rows(data: D.DeviceData, policy: BusyPolicy, models: Iterable[str] | None
+def _span_rows(data: dataset.DeviceData, policy: BusyPolicy, models: Iterable[str] | None
                ) -> tuple[pd.Series, pd.Series, RowCounts]:
     """Span per kernel: the median over its occurrences, without suspect ones where a clean one exists ("drop")."""
-    nodes = data.nodes if models is None else data.nodes[data.nodes[D.MODEL_ID].isin(set(models))]
-    occ = nodes.loc[nodes[D.SPAN_MS].notna(), [D.KERNEL_ID, D.MODEL_ID, D.SPAN_MS]]
-    occ = occ.assign(**{SUSPECT: occ[D.MODEL_ID].map(suspect_models(data)).fillna(False).astype(bool)})
+    nodes = data.nodes if models is None else data.nodes[data.nodes[dataset.MODEL_ID].isin(set(models))]
+    occ = nodes.loc[nodes[dataset.SPAN_MS].notna(), [dataset.KERNEL_ID, dataset.MODEL_ID, dataset.SPAN_MS]]
+    occ = occ.assign(**{SUSPECT: occ[dataset.MODEL_ID].map(suspect_models(data)).fillna(False).astype(bool)})
     n_suspect = int(occ[SUSPECT].sum())
     dropped = 0
     if policy.mode == "drop":
-        has_clean = (~occ[SUSPECT]).groupby(occ[D.KERNEL_ID]).transform("any")
+        has_clean = (~occ[SUSPECT]).groupby(occ[dataset.KERNEL_ID]).transform("any")
         leave = occ[SUSPECT] & has_clean
         dropped = int(leave.sum())
         occ = occ[~leave]
     occ = occ.assign(**{WEIGHT: policy.weight_of(occ[SUSPECT])})
-    g = occ.groupby(D.KERNEL_ID)
-    y, w = g[D.SPAN_MS].median(), g[WEIGHT].mean()
+    g = occ.groupby(dataset.KERNEL_ID)
+    y, w = g[dataset.SPAN_MS].median(), g[WEIGHT].mean()
     keep = np.isfinite(y) & (y > 0)
-    y, w = y[keep].rename(D.SPAN_MS), w[keep].rename(WEIGHT)
+    y, w = y[keep].rename(dataset.SPAN_MS), w[keep].rename(WEIGHT)
     return y, w, RowCounts(len(y), n_suspect, dropped, int((w < 1).sum()))
 
 

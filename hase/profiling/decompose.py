@@ -11,14 +11,14 @@ import numpy as np
 import pandas as pd
 
 from hase.errors import HaseError
-from hase.runtime import profile as E
+from hase.runtime import profile
 from hase.tables import require_columns
 
 # ---------------------------------------------------------------- column names
 
 # columns these tables share with the events DataFrame (defined in hase.runtime.profile)
-NODE_NAME, OP_TYPE, PROVIDER, NODE_INDEX = E.NODE_NAME, E.OP_TYPE, E.PROVIDER, E.NODE_INDEX
-RUN_ID, TS_US, DUR_US, TID = E.RUN_ID, E.TS_US, E.DUR_US, E.TID
+NODE_NAME, OP_TYPE, PROVIDER, NODE_INDEX = profile.NODE_NAME, profile.OP_TYPE, profile.PROVIDER, profile.NODE_INDEX
+RUN_ID, TS_US, DUR_US, TID = profile.RUN_ID, profile.TS_US, profile.DUR_US, profile.TID
 # node_spans columns (besides RUN_ID, NODE_NAME, TID, OP_TYPE, PROVIDER, NODE_INDEX, TS_US)
 CALL, END_US, SPAN_US, KERNEL_TIME_US, SPAN_SOURCE, NESTED = (
     "call", "end_us", "span_us", "kernel_time_us", "span_source", "nested")
@@ -70,17 +70,17 @@ def node_spans(events: pd.DataFrame) -> pd.DataFrame:
     in one run (Loop bodies); `nested` marks nodes inside another node's span on the same thread
     (subgraph nodes of If/Loop/Scan), which the sums below leave out to avoid counting them twice.
     """
-    require_columns(events, E.EVENT_COLUMNS, "events", _EVENTS_HOW)
-    ev = events[events[E.EVENT_KIND].isin(E.NODE_KINDS) & (events[RUN_ID] >= 0)].copy()
-    ev[CALL] = ev.groupby([RUN_ID, NODE_NAME, E.EVENT_KIND]).cumcount()
+    require_columns(events, profile.EVENT_COLUMNS, "events", _EVENTS_HOW)
+    ev = events[events[profile.EVENT_KIND].isin(profile.NODE_KINDS) & (events[RUN_ID] >= 0)].copy()
+    ev[CALL] = ev.groupby([RUN_ID, NODE_NAME, profile.EVENT_KIND]).cumcount()
     ev[END_US] = ev[TS_US] + ev[DUR_US]
-    ev["_fence"] = ev[E.EVENT_KIND] != E.KERNEL_TIME
+    ev["_fence"] = ev[profile.EVENT_KIND] != profile.KERNEL_TIME
     key = [RUN_ID, NODE_NAME, CALL]
     bounds = ev.groupby(key).agg(_start=(TS_US, "min"), _end=(END_US, "max"), _fence=("_fence", "any"))
-    kt = ev[ev[E.EVENT_KIND] == E.KERNEL_TIME].set_index(key)
+    kt = ev[ev[profile.EVENT_KIND] == profile.KERNEL_TIME].set_index(key)
     out = kt[[TID, OP_TYPE, PROVIDER, NODE_INDEX]].join(bounds, how="left")
     out[KERNEL_TIME_US] = kt[DUR_US]
-    out[SPAN_SOURCE] = np.where(out["_fence"], FENCE, E.KERNEL_TIME)
+    out[SPAN_SOURCE] = np.where(out["_fence"], FENCE, profile.KERNEL_TIME)
     out[TS_US] = np.where(out["_fence"], out["_start"], kt[TS_US])
     out[END_US] = np.where(out["_fence"], out["_end"], kt[END_US])
     out[SPAN_US] = out[END_US] - out[TS_US]
@@ -153,16 +153,16 @@ def decompose(events: pd.DataFrame, skip_runs: int = 0) -> pd.DataFrame:
     Example: a run of 1000 µs whose Execute starts at +100 and lasts 800 -> before_execute_us 100,
     after_execute_us 100.
     """
-    require_columns(events, E.EVENT_COLUMNS, "events", _EVENTS_HOW)
-    runs = _runs_from(events[events[E.EVENT_KIND] == E.MODEL_RUN], skip_runs)
+    require_columns(events, profile.EVENT_COLUMNS, "events", _EVENTS_HOW)
+    runs = _runs_from(events[events[profile.EVENT_KIND] == profile.MODEL_RUN], skip_runs)
     if runs.empty:
-        n = int((events[E.EVENT_KIND] == E.MODEL_RUN).sum())
+        n = int((events[profile.EVENT_KIND] == profile.MODEL_RUN).sum())
         if n == 0:
             raise HaseError("the profile has no model_run events: profile at least one session.run()")
         raise HaseError(f"skip_runs={skip_runs} skips all {n} profiled runs: use a smaller value")
     out = pd.DataFrame({RUN_ID: runs[RUN_ID].to_numpy(), MODEL_RUN_US: runs[DUR_US].to_numpy(),
                         "_run_ts": runs[TS_US].to_numpy()}).set_index(RUN_ID)
-    ex = events[(events[E.EVENT_KIND] == E.EXECUTE) & (events[RUN_ID] >= skip_runs)]
+    ex = events[(events[profile.EVENT_KIND] == profile.EXECUTE) & (events[RUN_ID] >= skip_runs)]
     ex = ex.sort_values(DUR_US, ascending=False, kind="stable").drop_duplicates(RUN_ID).set_index(RUN_ID)
     out[EXECUTE_US] = ex[DUR_US]  # the outermost Execute: subgraphs run nested Executes
     out[BEFORE_EXECUTE_US] = ex[TS_US] - out["_run_ts"]
@@ -187,7 +187,7 @@ def _node_metrics(events: pd.DataFrame, skip_runs: int) -> pd.DataFrame:
         NODE_SPAN_SUM_US: g[SPAN_US].sum(),
         N_NODES: g.size(),
         N_FENCED_NODES: g[SPAN_SOURCE].agg(lambda s: int((s == FENCE).sum())),
-        N_MEMCPY_NODES: g[OP_TYPE].agg(lambda s: int(s.isin(E.MEMCPY_OPS).sum())),
+        N_MEMCPY_NODES: g[OP_TYPE].agg(lambda s: int(s.isin(profile.MEMCPY_OPS).sum())),
     })
     m[N_NESTED_NODES] = spans[spans[NESTED]].groupby(RUN_ID).size()
     gaps = node_gaps(events)

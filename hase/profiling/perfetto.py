@@ -19,10 +19,9 @@ import pandas as pd
 
 from hase.errors import HaseError
 from hase.files import write_atomic
-from hase.profiling import decompose as P
-from hase.profiling.gpu import attribute as A
-from hase.profiling.gpu import records as R
-from hase.runtime import profile as E
+from hase.profiling import decompose
+from hase.profiling.gpu import attribute, records
+from hase.runtime import profile
 from hase.tables import require_columns
 
 log = logging.getLogger(__name__)
@@ -33,7 +32,7 @@ SPANS_TID, GAPS_TID, REGIONS_TID = 1, 2, 3
 
 
 def to_chrome_trace(events: pd.DataFrame, derived: bool = True,
-                    gpu: A.GpuAttribution | None = None) -> dict[str, Any]:
+                    gpu: attribute.GpuAttribution | None = None) -> dict[str, Any]:
     """The events DataFrame (from `hase.runtime.profile.load_profile`) as a Perfetto-loadable trace dict.
 
     Example: a `conv1_kernel_time` event on CPUExecutionProvider becomes an `X` event on the track
@@ -41,7 +40,7 @@ def to_chrome_trace(events: pd.DataFrame, derived: bool = True,
     "Hase derived / node spans"; with `gpu`, the GPU tracks and launch arrows (`gpu_events`).
     Returns `{"traceEvents": [...], "displayTimeUnit": "ms"}`.
     """
-    require_columns(events, E.EVENT_COLUMNS, "events", "build it with hase.runtime.profile.load_profile")
+    require_columns(events, profile.EVENT_COLUMNS, "events", "build it with hase.runtime.profile.load_profile")
     tids = _node_tracks(events)
     out = [_meta("process_name", ORT_PID, None, "ONNX Runtime profile"),
            _meta("process_sort_index", ORT_PID, None, 0, key="sort_index"),
@@ -49,8 +48,8 @@ def to_chrome_trace(events: pd.DataFrame, derived: bool = True,
     for track, label in tids.values():
         out.append(_meta("thread_name", ORT_PID, track, label))
     for row in events.itertuples(index=False):
-        key = (getattr(row, P.PROVIDER), getattr(row, P.TID))
-        track = tids[key][0] if getattr(row, E.EVENT_KIND) in E.NODE_KINDS else SESSION_TID
+        key = (getattr(row, decompose.PROVIDER), getattr(row, decompose.TID))
+        track = tids[key][0] if getattr(row, profile.EVENT_KIND) in profile.NODE_KINDS else SESSION_TID
         out.append(_ort_event(row, track))
     if derived:
         out.extend(derived_events(events))
@@ -67,12 +66,16 @@ def gpu_events(activities: pd.DataFrame) -> list[dict[str, Any]]:
     thread 7 -> an X event `cudaLaunchKernel` on "CUDA API (thread 7)", an X event `gemm` on "GPU 0 stream 13",
     an `s` event at 1112 µs on the first and an `f` event (`bp: e`) at 1150 µs on the second, both with one id.
     """
-    require_columns(activities, (R.KIND, R.NAME, R.STREAM_ID, R.DEVICE_ID, A.START_US, A.END_US, A.LAUNCH_US,
-                                 A.LAUNCH_END_US, A.LAUNCH_TID, A.LAUNCH_NAME, P.NODE_NAME, P.RUN_ID),
+    require_columns(activities,
+                    (records.KIND, records.NAME, records.STREAM_ID, records.DEVICE_ID, attribute.START_US,
+                     attribute.END_US, attribute.LAUNCH_US,
+                                 attribute.LAUNCH_END_US, attribute.LAUNCH_TID, attribute.LAUNCH_NAME,
+                                 decompose.NODE_NAME, decompose.RUN_ID),
                     "activities", "build it with hase.profiling.gpu.attribute.activities")
-    launched = activities[activities[A.LAUNCH_TID] >= 0]
-    threads = sorted(set(launched[A.LAUNCH_TID].tolist()))
-    streams = sorted(set(zip(activities[R.DEVICE_ID].tolist(), activities[R.STREAM_ID].tolist(), strict=True)))
+    launched = activities[activities[attribute.LAUNCH_TID] >= 0]
+    threads = sorted(set(launched[attribute.LAUNCH_TID].tolist()))
+    streams = sorted(set(zip(activities[records.DEVICE_ID].tolist(), activities[records.STREAM_ID].tolist(),
+                             strict=True)))
     api_tid = {t: 1 + i for i, t in enumerate(threads)}
     stream_tid = {key: 1 + len(threads) + i for i, key in enumerate(streams)}
     out = [_meta("process_name", GPU_PID, None, "GPU (CUPTI)"),
@@ -80,33 +83,37 @@ def gpu_events(activities: pd.DataFrame) -> list[dict[str, Any]]:
     out += [_meta("thread_name", GPU_PID, tid, f"CUDA API (thread {t})") for t, tid in api_tid.items()]
     out += [_meta("thread_name", GPU_PID, tid, f"GPU {d} stream {st}") for (d, st), tid in stream_tid.items()]
     for i, a in enumerate(activities.to_dict("records")):
-        args = {P.RUN_ID: int(a[P.RUN_ID]), P.NODE_NAME: a[P.NODE_NAME], R.KIND: a[R.KIND]}
-        work = _event(a[R.NAME], a[A.START_US], a[A.END_US] - a[A.START_US], GPU_PID,
-                      stream_tid[(a[R.DEVICE_ID], a[R.STREAM_ID])], args)
+        args = {decompose.RUN_ID: int(a[decompose.RUN_ID]), decompose.NODE_NAME: a[decompose.NODE_NAME],
+                records.KIND: a[records.KIND]}
+        work = _event(a[records.NAME], a[attribute.START_US], a[attribute.END_US] - a[attribute.START_US], GPU_PID,
+                      stream_tid[(a[records.DEVICE_ID], a[records.STREAM_ID])], args)
         out.append(work)
-        if a[A.LAUNCH_TID] < 0:
+        if a[attribute.LAUNCH_TID] < 0:
             continue
-        tid = api_tid[a[A.LAUNCH_TID]]
-        out.append(_event(a[A.LAUNCH_NAME], a[A.LAUNCH_US], a[A.LAUNCH_END_US] - a[A.LAUNCH_US], GPU_PID, tid,
-                          {**args, R.KIND: "launch", A.QUEUE_US: float(a[A.QUEUE_US])}))
-        flow = {"cat": E.HASE_CAT, "name": "launch", "id": i + 1, "pid": GPU_PID}
-        out.append({**flow, "ph": "s", "tid": tid, "ts": float(a[A.LAUNCH_US])})
-        out.append({**flow, "ph": "f", "bp": "e", "tid": work["tid"], "ts": float(a[A.START_US])})
+        tid = api_tid[a[attribute.LAUNCH_TID]]
+        out.append(_event(a[attribute.LAUNCH_NAME], a[attribute.LAUNCH_US],
+                          a[attribute.LAUNCH_END_US] - a[attribute.LAUNCH_US], GPU_PID, tid,
+                          {**args, records.KIND: "launch", attribute.QUEUE_US: float(a[attribute.QUEUE_US])}))
+        flow = {"cat": profile.HASE_CAT, "name": "launch", "id": i + 1, "pid": GPU_PID}
+        out.append({**flow, "ph": "s", "tid": tid, "ts": float(a[attribute.LAUNCH_US])})
+        out.append({**flow, "ph": "f", "bp": "e", "tid": work["tid"], "ts": float(a[attribute.START_US])})
     return out
 
 
 def _event(name: str, ts_us: float, dur_us: float, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
-    return {"cat": E.HASE_CAT, "name": name, "ph": "X", "pid": pid, "tid": tid, "ts": float(ts_us),
+    return {"cat": profile.HASE_CAT, "name": name, "ph": "X", "pid": pid, "tid": tid, "ts": float(ts_us),
             "dur": max(float(dur_us), 0.0), "args": args}
 
 
 def _node_tracks(events: pd.DataFrame) -> dict[tuple[str, int], tuple[int, str]]:
     """(provider, ORT thread id) -> (track id, track name); a thread suffix only where a provider has several."""
-    nodes = events[events[E.EVENT_KIND].isin(E.NODE_KINDS)]
-    pairs = nodes[[P.PROVIDER, P.TID]].drop_duplicates().sort_values([P.PROVIDER, P.TID])
-    per_provider = pairs.groupby(P.PROVIDER)[P.TID].transform("size")
+    nodes = events[events[profile.EVENT_KIND].isin(profile.NODE_KINDS)]
+    pairs = nodes[[decompose.PROVIDER, decompose.TID]].drop_duplicates().sort_values([decompose.PROVIDER,
+                                                                                      decompose.TID])
+    per_provider = pairs.groupby(decompose.PROVIDER)[decompose.TID].transform("size")
     tracks = {}
-    for i, (provider, tid, n) in enumerate(zip(pairs[P.PROVIDER], pairs[P.TID], per_provider, strict=True)):
+    for i, (provider, tid,
+            n) in enumerate(zip(pairs[decompose.PROVIDER], pairs[decompose.TID], per_provider, strict=True)):
         label = f"Nodes: {provider or 'unknown provider'}" + (f" (thread {tid})" if n > 1 else "")
         tracks[(provider, tid)] = (SESSION_TID + 1 + i, label)
     return tracks
@@ -120,17 +127,18 @@ def _meta(name: str, pid: int, tid: int | None, value: Any, key: str = "name") -
 
 
 def _ort_event(row: Any, track: int) -> dict[str, Any]:
-    args: dict[str, Any] = {P.RUN_ID: int(getattr(row, P.RUN_ID))}
-    for col, key in ((P.OP_TYPE, "op_name"), (P.PROVIDER, "provider")):
+    args: dict[str, Any] = {decompose.RUN_ID: int(getattr(row, decompose.RUN_ID))}
+    for col, key in ((decompose.OP_TYPE, "op_name"), (decompose.PROVIDER, "provider")):
         if getattr(row, col):
             args[key] = getattr(row, col)
-    if getattr(row, P.NODE_INDEX) >= 0:
-        args["node_index"] = str(getattr(row, P.NODE_INDEX))
-    for col in (E.INPUT_TYPE_SHAPE, E.OUTPUT_TYPE_SHAPE):
+    if getattr(row, decompose.NODE_INDEX) >= 0:
+        args["node_index"] = str(getattr(row, decompose.NODE_INDEX))
+    for col in (profile.INPUT_TYPE_SHAPE, profile.OUTPUT_TYPE_SHAPE):
         if getattr(row, col):
             args[col] = json.loads(getattr(row, col))
-    return {"cat": getattr(row, E.CAT), "name": getattr(row, E.NAME), "ph": "X", "pid": ORT_PID, "tid": track,
-            "ts": float(getattr(row, P.TS_US)), "dur": float(getattr(row, P.DUR_US)), "args": args}
+    return {"cat": getattr(row, profile.CAT), "name": getattr(row, profile.NAME), "ph": "X", "pid": ORT_PID,
+            "tid": track,
+            "ts": float(getattr(row, decompose.TS_US)), "dur": float(getattr(row, decompose.DUR_US)), "args": args}
 
 
 def derived_events(events: pd.DataFrame) -> list[dict[str, Any]]:
@@ -141,38 +149,42 @@ def derived_events(events: pd.DataFrame) -> list[dict[str, Any]]:
            _meta("thread_name", HASE_PID, SPANS_TID, "node spans (fence_before -> fence_after, else kernel_time)"),
            _meta("thread_name", HASE_PID, GAPS_TID, "node gaps (no node running)"),
            _meta("thread_name", HASE_PID, REGIONS_TID, "run regions (before / after Execute)")]
-    for s in P.node_spans(events).to_dict("records"):
-        out.append(_hase_event(s[P.NODE_NAME], s[P.TS_US], s[P.SPAN_US], SPANS_TID, {
-            P.RUN_ID: int(s[P.RUN_ID]), P.OP_TYPE: s[P.OP_TYPE], P.PROVIDER: s[P.PROVIDER],
-            P.SPAN_SOURCE: s[P.SPAN_SOURCE], P.KERNEL_TIME_US: float(s[P.KERNEL_TIME_US]),
-            "non_kernel_us": float(s[P.SPAN_US] - s[P.KERNEL_TIME_US]), P.NESTED: bool(s[P.NESTED])}))
-    for g in P.node_gaps(events).to_dict("records"):
-        out.append(_hase_event("gap", g[P.TS_US], g[P.DUR_US], GAPS_TID, {
-            P.RUN_ID: int(g[P.RUN_ID]), P.AFTER_NODE: g[P.AFTER_NODE], P.BEFORE_NODE: g[P.BEFORE_NODE]}))
+    for s in decompose.node_spans(events).to_dict("records"):
+        out.append(_hase_event(s[decompose.NODE_NAME], s[decompose.TS_US], s[decompose.SPAN_US], SPANS_TID, {
+            decompose.RUN_ID: int(s[decompose.RUN_ID]), decompose.OP_TYPE: s[decompose.OP_TYPE],
+            decompose.PROVIDER: s[decompose.PROVIDER],
+            decompose.SPAN_SOURCE: s[decompose.SPAN_SOURCE],
+            decompose.KERNEL_TIME_US: float(s[decompose.KERNEL_TIME_US]),
+            "non_kernel_us": float(s[decompose.SPAN_US] - s[decompose.KERNEL_TIME_US]),
+            decompose.NESTED: bool(s[decompose.NESTED])}))
+    for g in decompose.node_gaps(events).to_dict("records"):
+        out.append(_hase_event("gap", g[decompose.TS_US], g[decompose.DUR_US], GAPS_TID, {
+            decompose.RUN_ID: int(g[decompose.RUN_ID]), decompose.AFTER_NODE: g[decompose.AFTER_NODE],
+            decompose.BEFORE_NODE: g[decompose.BEFORE_NODE]}))
     out.extend(_region_events(events))
     return out
 
 
 def _region_events(events: pd.DataFrame) -> list[dict[str, Any]]:
     """'before Execute' and 'after Execute' stretches of every run that has an Execute event."""
-    runs = events[events[E.EVENT_KIND] == E.MODEL_RUN]
-    run_ts = dict(zip(runs[P.RUN_ID].tolist(), runs[P.TS_US].tolist(), strict=True))
-    run_dur = dict(zip(runs[P.RUN_ID].tolist(), runs[P.DUR_US].tolist(), strict=True))
-    ex = events[(events[E.EVENT_KIND] == E.EXECUTE) & (events[P.RUN_ID] >= 0)]
-    ex = ex.sort_values(P.DUR_US, ascending=False, kind="stable").drop_duplicates(P.RUN_ID)
+    runs = events[events[profile.EVENT_KIND] == profile.MODEL_RUN]
+    run_ts = dict(zip(runs[decompose.RUN_ID].tolist(), runs[decompose.TS_US].tolist(), strict=True))
+    run_dur = dict(zip(runs[decompose.RUN_ID].tolist(), runs[decompose.DUR_US].tolist(), strict=True))
+    ex = events[(events[profile.EVENT_KIND] == profile.EXECUTE) & (events[decompose.RUN_ID] >= 0)]
+    ex = ex.sort_values(decompose.DUR_US, ascending=False, kind="stable").drop_duplicates(decompose.RUN_ID)
     out = []
     for e in ex.to_dict("records"):
-        run_id = int(e[P.RUN_ID])
+        run_id = int(e[decompose.RUN_ID])
         ts, end = float(run_ts[run_id]), float(run_ts[run_id] + run_dur[run_id])
-        ex_ts, ex_end = float(e[P.TS_US]), float(e[P.TS_US] + e[P.DUR_US])
-        args = {P.RUN_ID: run_id}
+        ex_ts, ex_end = float(e[decompose.TS_US]), float(e[decompose.TS_US] + e[decompose.DUR_US])
+        args = {decompose.RUN_ID: run_id}
         out.append(_hase_event("before Execute", ts, ex_ts - ts, REGIONS_TID, args))
         out.append(_hase_event("after Execute", ex_end, end - ex_end, REGIONS_TID, args))
     return out
 
 
 def _hase_event(name: str, ts_us: float, dur_us: float, tid: int, args: dict[str, Any]) -> dict[str, Any]:
-    return {"cat": E.HASE_CAT, "name": name, "ph": "X", "pid": HASE_PID, "tid": tid, "ts": float(ts_us),
+    return {"cat": profile.HASE_CAT, "name": name, "ph": "X", "pid": HASE_PID, "tid": tid, "ts": float(ts_us),
             "dur": max(float(dur_us), 0.0), "args": args}
 
 

@@ -24,7 +24,7 @@ from hase.errors import HaseError, first_line
 from hase.files import check_output_dir, outermost_missing
 from hase.kernels.graph import load_model
 from hase.kernels.inputs import make_model_feeds
-from hase.profiling import decompose as P
+from hase.profiling import decompose
 from hase.profiling.findings import diagnose, gpu_findings, noise_finding, warmup_finding
 from hase.profiling.gpu.attribute import GpuAttribution, attribute_or_fallback, recording_problem
 from hase.profiling.gpu.cupti import CuptiRecorder, cupti_available, cupti_module
@@ -244,17 +244,17 @@ def analyze(events: pd.DataFrame, skip_runs: int = 0, top_n: int = 10,
             gpu: GpuRecording | None = None) -> ProfileAnalysis:
     """Decompose, break down and diagnose a profile's runs from `skip_runs` on (with `gpu`: CUPTI's records of
     the same runs, attributed to the nodes)."""
-    all_runs = P.decompose(events)
-    per_run = P.decompose(events, skip_runs)
-    summary = P.summarize(per_run)
-    providers = P.provider_counts(events, skip_runs)
-    op_types = P.op_type_totals(events, skip_runs)
+    all_runs = decompose.decompose(events)
+    per_run = decompose.decompose(events, skip_runs)
+    summary = decompose.summarize(per_run)
+    providers = decompose.provider_counts(events, skip_runs)
+    op_types = decompose.op_type_totals(events, skip_runs)
     findings = warmup_finding(all_runs, skip_runs) + noise_finding(per_run) + diagnose(summary, providers)
     gpu_time = attribute_or_fallback(events, gpu, skip_runs)
     if gpu_time is not None:
         findings += gpu_findings(gpu_time)
     return ProfileAnalysis(per_run=per_run, summary=summary, op_types=op_types,
-                           top=P.top_nodes(events, top_n, skip_runs), providers=providers, findings=findings,
+                           top=decompose.top_nodes(events, top_n, skip_runs), providers=providers, findings=findings,
                            skip_runs=skip_runs, op_types_note=op_totals_note(op_types, per_run), gpu=gpu_time)
 
 
@@ -269,9 +269,11 @@ def op_totals_note(op_types: pd.DataFrame, per_run: pd.DataFrame) -> str:
     Example: two nodes of 1 ms, each slowed to 9 ms in a different one of 3 runs -> rows 2 ms (1 + 1),
     per-run totals 10, 10, 2 ms -> kernel_time sum 10 ms, and a note saying the rows are 80% lower.
     """
-    require_columns(op_types, (P.KERNEL_TIME_US,), "op_types", "build it with hase.profiling.decompose.op_type_totals")
-    require_columns(per_run, (P.KERNEL_TIME_SUM_US,), "per_run", "build it with hase.profiling.decompose.decompose")
-    rows, runs = float(op_types[P.KERNEL_TIME_US].sum()), per_run[P.KERNEL_TIME_SUM_US]
+    require_columns(op_types, (decompose.KERNEL_TIME_US,), "op_types",
+                    "build it with hase.profiling.decompose.op_type_totals")
+    require_columns(per_run, (decompose.KERNEL_TIME_SUM_US,), "per_run",
+                    "build it with hase.profiling.decompose.decompose")
+    rows, runs = float(op_types[decompose.KERNEL_TIME_US].sum()), per_run[decompose.KERNEL_TIME_SUM_US]
     total = float(runs.median())
     note = (f"Rows: each node's median over the {len(runs)} runs, summed: {rows / 1e3:.3f} ms. kernel_time sum "
             f"above: each run's total, median over the runs: {total / 1e3:.3f} ms (runs {float(runs.min()) / 1e3:.3f} "

@@ -27,7 +27,7 @@ import pandas as pd
 from hase.errors import HaseError
 from hase.files import write_atomic
 from hase.measure.store import Store
-from hase.predict import dataset as D
+from hase.predict import dataset
 from hase.predict.train import load_train_config
 from hase.sampler.config import read_zoo, zoo_sampler
 from hase.sampler.draw import SamplerConfig
@@ -72,8 +72,8 @@ def spec_from_name(model_id: str) -> ModelSpec:
 def point_errors(store_path: str | Path, device: str, cfg: SamplerConfig, predictor_config: str | Path) -> pd.DataFrame:
     """Each measured sampled block's kernel with its k-fold held-out prediction and error (pred / y - 1)."""
 
-    data = D.load_device_data(store_path, device)
-    y = D.kernel_targets(data, cfg.target)
+    data = dataset.load_device_data(store_path, device)
+    y = dataset.kernel_targets(data, cfg.target)
     main = _main_kernels(data.nodes, y)
     if main.empty:
         raise HaseError(f"the store holds no measured sampled blocks for {device!r}: collect a zoo with a [sampler] "

@@ -231,12 +231,12 @@ def profile_one(family: str, params_json: str, out_stem: str) -> None:
 
 def check(a: Any) -> dict[str, Any]:
     """The 5 % check (Σ nodes' GPU busy vs the run's GPU busy, medians) and the verdict of one analysis."""
-    from hase.profiling.gpu import attribute as A  # noqa: PLC0415 - record and pack stay quick
+    from hase.profiling.gpu import attribute  # noqa: PLC0415 - record and pack stay quick
 
     if a.gpu is None:
         return {"gpu": None}
-    busy = float(a.gpu.runs[A.GPU_BUSY_US].median())
-    nodes = float(a.gpu.nodes[A.GPU_BUSY_US].sum())
+    busy = float(a.gpu.runs[attribute.GPU_BUSY_US].median())
+    nodes = float(a.gpu.nodes[attribute.GPU_BUSY_US].sum())
     ratio = nodes / busy if busy else None
     return {"node_sum_us": nodes, "busy_us": busy, "ratio": ratio,
             "within_5pct": ratio is not None and abs(ratio - 1) <= 0.05, "verdict": a.gpu.verdict.label,

@@ -12,7 +12,7 @@ from conftest import VENDORED, exported_model
 
 from hase.cli import main
 from hase.errors import HaseError
-from hase.evaluate import devset as V
+from hase.evaluate import devset
 from hase.evaluate.report import write_report
 from hase.predict.identity import open_predictor
 from hase.runtime.robust import BlockPolicy
@@ -43,28 +43,32 @@ def bundle():
 
 
 @pytest.fixture(scope="module")
-def evaluated(tmp_path_factory, bundle) -> tuple[Path, Path, V.DevsetEvaluation]:
+def evaluated(tmp_path_factory, bundle) -> tuple[Path, Path, devset.DevsetEvaluation]:
     root = tmp_path_factory.mktemp("devset")
     models = make_devset(root / "models")
     csv = root / "out" / "devset.csv"
-    return models, csv, V.evaluate_devset(models, bundle, csv, policy=QUICK)
+    return models, csv, devset.evaluate_devset(models, bundle, csv, policy=QUICK)
 
 
 def test_rows_and_scores(evaluated, bundle):
     _, csv, dev = evaluated
     rows = dev.rows
-    assert len(rows) == len(VENDORED) + len(V.BATCHES) and (rows[V.ERROR] == "").all()
-    sym = rows[rows[V.MODEL] == SYMBOLIC]
-    assert sorted(sym[V.BATCH]) == list(V.BATCHES) and set(sym[V.FREE_DIMS]) == {f"batch={b}" for b in V.BATCHES}
-    assert sym.sort_values(V.BATCH)["model_flops"].is_monotonic_increasing  # the batch reached the kernels
-    assert (rows[V.PREDICTED_MS] > 0).all() and (rows[V.MEASURED_MS] > 0).all() and (rows["model_bytes"] > 0).all()
-    assert set(rows[V.GROUP]) == {"CNN", "transformer"}
+    assert len(rows) == len(VENDORED) + len(devset.BATCHES) and (rows[devset.ERROR] == "").all()
+    sym = rows[rows[devset.MODEL] == SYMBOLIC]
+    assert sorted(sym[devset.BATCH]) == list(devset.BATCHES)
+    assert set(sym[devset.FREE_DIMS]) == {f"batch={b}" for b in devset.BATCHES}
+    assert sym.sort_values(devset.BATCH)["model_flops"].is_monotonic_increasing  # the batch reached the kernels
+    assert (rows[devset.PREDICTED_MS] > 0).all() and (rows[devset.MEASURED_MS] > 0).all()
+    assert (rows["model_bytes"] > 0).all()
+    assert set(rows[devset.GROUP]) == {"CNN", "transformer"}
     assert set(rows["opt_level"]) == {bundle.ep_config().opt_level} and set(rows["intra_op_threads"]) == {1}
-    assert rows[V.ERROR_PCT].to_numpy() == pytest.approx(
-        ((rows[V.PREDICTED_MS] / rows[V.MEASURED_MS] - 1) * 100).to_numpy())
-    s = dev.scores.set_index([V.GROUP, V.METHOD])
-    assert s.loc[(V.ALL, V.HASE), "n"] == len(rows) and s.loc[("CNN", V.HASE), "n"] == 1 + len(V.BATCHES)
-    assert {"flops", "flops+bytes"} <= set(dev.scores[V.METHOD]) and np.isfinite(s.loc[(V.ALL, "flops"), "rmspe"])
+    assert rows[devset.ERROR_PCT].to_numpy() == pytest.approx(
+        ((rows[devset.PREDICTED_MS] / rows[devset.MEASURED_MS] - 1) * 100).to_numpy())
+    s = dev.scores.set_index([devset.GROUP, devset.METHOD])
+    assert s.loc[(devset.ALL, devset.HASE), "n"] == len(rows) and s.loc[("CNN", devset.HASE),
+                                                                        "n"] == 1 + len(devset.BATCHES)
+    assert {"flops",
+            "flops+bytes"} <= set(dev.scores[devset.METHOD]) and np.isfinite(s.loc[(devset.ALL, "flops"), "rmspe"])
     assert pd.read_csv(csv).shape[0] == len(rows)
 
 
@@ -77,15 +81,15 @@ def test_resume_after_interruption_redoes_nothing(tmp_path, evaluated, bundle):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        V.evaluate_devset(models, bundle, csv, policy=QUICK, progress=stop_at_third)
+        devset.evaluate_devset(models, bundle, csv, policy=QUICK, progress=stop_at_third)
     first = pd.read_csv(csv)
     assert len(first) == 2
     seen: list[tuple[str, int]] = []
-    dev = V.evaluate_devset(models, bundle, csv, policy=QUICK, progress=lambda job, i, n: seen.append(job.key))
-    assert len(seen) == len(VENDORED) + len(V.BATCHES) - 2
-    assert not {tuple(k) for k in first[[V.MODEL, V.BATCH]].itertuples(index=False)} & set(seen)
-    assert dev.rows[V.MEASURED_MS].head(2).tolist() == first[V.MEASURED_MS].tolist()  # kept, not re-measured
-    assert V.evaluate_devset(models, bundle, csv, policy=QUICK).rows.shape == dev.rows.shape
+    dev = devset.evaluate_devset(models, bundle, csv, policy=QUICK, progress=lambda job, i, n: seen.append(job.key))
+    assert len(seen) == len(VENDORED) + len(devset.BATCHES) - 2
+    assert not {tuple(k) for k in first[[devset.MODEL, devset.BATCH]].itertuples(index=False)} & set(seen)
+    assert dev.rows[devset.MEASURED_MS].head(2).tolist() == first[devset.MEASURED_MS].tolist()  # kept, not re-measured
+    assert devset.evaluate_devset(models, bundle, csv, policy=QUICK).rows.shape == dev.rows.shape
 
 
 def test_resume_refuses_another_configuration(tmp_path, evaluated, bundle):
@@ -95,13 +99,13 @@ def test_resume_refuses_another_configuration(tmp_path, evaluated, bundle):
     other = pd.read_csv(csv).assign(opt_level="extended" if level == "all" else "all")
     other.to_csv(tmp_path / "devset.csv", index=False)
     with pytest.raises(HaseError, match="measured with opt_level"):
-        V.evaluate_devset(models, bundle, tmp_path / "devset.csv", policy=QUICK)
+        devset.evaluate_devset(models, bundle, tmp_path / "devset.csv", policy=QUICK)
 
 
 def test_a_model_that_fails_gets_an_error_row(tmp_path, bundle):
     (tmp_path / "junk.onnx").write_bytes(b"junk")
-    dev = V.evaluate_devset(tmp_path, bundle, tmp_path / "out.csv", policy=QUICK)
-    assert len(dev.rows) == 1 and dev.rows[V.ERROR].iloc[0] and (dev.scores["n"] == 0).all()
+    dev = devset.evaluate_devset(tmp_path, bundle, tmp_path / "out.csv", policy=QUICK)
+    assert len(dev.rows) == 1 and dev.rows[devset.ERROR].iloc[0] and (dev.scores["n"] == 0).all()
 
 
 def test_jobs_take_symbolic_sizes_from_models_tsv_else_the_default(tmp_path):
@@ -110,27 +114,27 @@ def test_jobs_take_symbolic_sizes_from_models_tsv_else_the_default(tmp_path):
         vi.type.tensor_type.shape.dim[0].dim_param = "batch"
         vi.type.tensor_type.shape.dim[1].dim_param = "seq"
     onnx.save(model, tmp_path / "bert.onnx")
-    jobs = V.jobs_for(tmp_path / "bert.onnx", {"inputs": "input_ids:int64[2x32];attention_mask:int64[2x32]"})
-    assert [j.free_dims for j in jobs] == [{"seq": 32, "batch": b} for b in V.BATCHES]
-    assert V.jobs_for(tmp_path / "bert.onnx", batches=(3,))[0].free_dims == {"seq": V.DEFAULT_DIM, "batch": 3}
-    static = V.jobs_for(exported_model("hf_bert_tiny_s64_b2"))
+    jobs = devset.jobs_for(tmp_path / "bert.onnx", {"inputs": "input_ids:int64[2x32];attention_mask:int64[2x32]"})
+    assert [j.free_dims for j in jobs] == [{"seq": 32, "batch": b} for b in devset.BATCHES]
+    assert devset.jobs_for(tmp_path / "bert.onnx", batches=(3,))[0].free_dims == {"seq": devset.DEFAULT_DIM, "batch": 3}
+    static = devset.jobs_for(exported_model("hf_bert_tiny_s64_b2"))
     assert [(j.batch, j.free_dims) for j in static] == [(2, {})]
-    assert V.tsv_dims("pixel_values:float32[1x3x224x224]") == {"pixel_values": (1, 3, 224, 224)}
+    assert devset.tsv_dims("pixel_values:float32[1x3x224x224]") == {"pixel_values": (1, 3, 224, 224)}
 
 
 def test_models_tsv_sets_the_order_and_the_list(tmp_path):
     d = make_devset(tmp_path)
     (d / "models.tsv").write_text("file\tinputs\nhf_gpt2_tiny_s64_b1.onnx\t\ngone.onnx\t\n")
-    paths, info = V.list_models(d)
+    paths, info = devset.list_models(d)
     assert [p.name for p in paths] == ["hf_gpt2_tiny_s64_b1.onnx"] and "gone.onnx" in info
     with pytest.raises(HaseError, match="does not exist"):
-        V.list_models(tmp_path / "nowhere")
+        devset.list_models(tmp_path / "nowhere")
 
 
 def test_loo_baseline_recovers_a_line_without_the_model_itself():
-    rows = pd.DataFrame({V.MODEL: list("abcde"), "x": [1.0, 2, 3, 4, 5]})
-    rows[V.MEASURED_MS] = 2 * rows["x"] + 1
-    assert V.loo_baseline(rows, ["x"]) == pytest.approx(rows[V.MEASURED_MS].to_numpy())
+    rows = pd.DataFrame({devset.MODEL: list("abcde"), "x": [1.0, 2, 3, 4, 5]})
+    rows[devset.MEASURED_MS] = 2 * rows["x"] + 1
+    assert devset.loo_baseline(rows, ["x"]) == pytest.approx(rows[devset.MEASURED_MS].to_numpy())
 
 
 def test_report_renders_the_section(tmp_path, evaluated):
@@ -155,12 +159,13 @@ def test_cli_resumes_and_writes_the_report(tmp_path, evaluated, capsys):
 def test_the_worst_rows_are_profiled_once_with_the_kernels_that_carry_their_error(tmp_path, evaluated, bundle):
     models, csv, dev = evaluated
     worst = dev.worst
-    assert list(worst.columns) == list(V.WORST_COLUMNS) and len(worst)
-    assert len(worst[[V.MODEL, V.BATCH]].drop_duplicates()) == min(5, len(dev.rows))  # one profile per worst row
+    assert list(worst.columns) == list(devset.WORST_COLUMNS) and len(worst)
+    assert len(worst[[devset.MODEL, devset.BATCH]].drop_duplicates()) == min(5,
+                                                                             len(dev.rows))  # one profile per worst row
     assert worst["in_model_ms"].notna().any() and (worst["kernel_pred_ms"] > 0).all()
-    kept = V.kernels_csv(csv)
+    kept = devset.kernels_csv(csv)
     assert kept.is_file()
-    again = V.evaluate_devset(models, bundle, csv, policy=QUICK)  # every row and its kernels done: reused
+    again = devset.evaluate_devset(models, bundle, csv, policy=QUICK)  # every row and its kernels done: reused
     pd.testing.assert_frame_equal(again.worst, dev.worst, check_dtype=False)
     md = write_report(None, tmp_path / "report", dev)["report.md"].read_text()
     assert md.index("## Worst real exported models") < md.index("## Real exported models")

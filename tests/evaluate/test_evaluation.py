@@ -17,9 +17,7 @@ from tiny_store import TINY_CONFIG, build_tiny_store, mlp_model, train_tiny
 from hase.cli import main
 from hase.errors import HaseError
 from hase.evaluate.evaluation import evaluate_predictor
-from hase.predict import baselines as B
-from hase.predict import crossval as CV
-from hase.predict import dataset as D
+from hase.predict import baselines, crossval, dataset
 from hase.predict.calibration import CANDIDATES
 from hase.predict.manifest import Manifest
 
@@ -37,16 +35,16 @@ def tiny_root(tmp_path_factory) -> Path:
 
 
 def test_store_tables_and_measured_sums(tiny_root):
-    data = D.load_device_data(tiny_root / "tiny.sqlite")
+    data = dataset.load_device_data(tiny_root / "tiny.sqlite")
     assert data.families == ["convnet", "embed", "mlp"] and len(data.models) == 9
-    sums = D.model_sums(data)
-    assert (sums[D.SUM_COLUMNS["warm"]] > 0).all() and (sums["n_missing_standalone"] == 0).all()
-    held = D.kernel_targets(data, "span", data.models.loc[data.models[D.FAMILY] == "mlp", D.MODEL_ID])
-    assert set(held.index) <= set(data.nodes.loc[data.nodes[D.FAMILY] == "mlp", D.KERNEL_ID])
+    sums = dataset.model_sums(data)
+    assert (sums[dataset.SUM_COLUMNS["warm"]] > 0).all() and (sums["n_missing_standalone"] == 0).all()
+    held = dataset.kernel_targets(data, "span", data.models.loc[data.models[dataset.FAMILY] == "mlp", dataset.MODEL_ID])
+    assert set(held.index) <= set(data.nodes.loc[data.nodes[dataset.FAMILY] == "mlp", dataset.KERNEL_ID])
     with pytest.raises(HaseError, match="unknown target"):
-        D.kernel_targets(data, "nope")
+        dataset.kernel_targets(data, "nope")
     with pytest.raises(HaseError, match="no measurements for device"):
-        D.load_device_data(tiny_root / "tiny.sqlite", "cuda9")
+        dataset.load_device_data(tiny_root / "tiny.sqlite", "cuda9")
 
 
 def test_train_writes_an_evaluated_predictor(tiny_root):
@@ -62,9 +60,9 @@ def test_train_writes_an_evaluated_predictor(tiny_root):
     assert {"model_id", "family", "sum_ms", "n_kernels", "measured_ms", "weight", "fitted_ms",
             "residual_pct"} == set(fit)
     cv = pd.read_csv(d / "cv_models.csv")
-    held = cv[cv[CV.SPLIT] == CV.HELD_OUT]
-    assert set(held[CV.FOLD]) == {"convnet", "embed", "mlp"}
-    assert (held[CV.FOLD] == held[D.FAMILY]).all()  # every held-out row was predicted without its family
+    held = cv[cv[crossval.SPLIT] == crossval.HELD_OUT]
+    assert set(held[crossval.FOLD]) == {"convnet", "embed", "mlp"}
+    assert (held[crossval.FOLD] == held[dataset.FAMILY]).all()  # every held-out row was predicted without its family
 
 
 def test_the_typed_manifest_agrees_with_the_cross_validation_rows(tiny_root):
@@ -77,14 +75,14 @@ def test_the_typed_manifest_agrees_with_the_cross_validation_rows(tiny_root):
     assert manifest.to_dict() == json.loads((d / "manifest.json").read_text())  # the typed view loses nothing
     cv = pd.read_csv(d / "cv_models.csv")
     for name, entry in manifest.targets.items():
-        rows = cv[(cv[CV.TARGET] == name) & (cv[CV.SPLIT] == CV.HELD_OUT)
-                  & (cv[CV.CALIBRATION] == entry.calibration.calibration.name)]
-        assert entry.held_out == score(rows[D.MEASURED_MS], rows["pred_ms"])
+        rows = cv[(cv[crossval.TARGET] == name) & (cv[crossval.SPLIT] == crossval.HELD_OUT)
+                  & (cv[crossval.CALIBRATION] == entry.calibration.calibration.name)]
+        assert entry.held_out == score(rows[dataset.MEASURED_MS], rows["pred_ms"])
         assert entry.predictor.n_kernels > 0 and entry.held_out.n == 9
 
 
 def test_leave_family_out_never_trains_on_the_held_out_family(tiny_root):
-    data = D.load_device_data(tiny_root / "tiny.sqlite")
+    data = dataset.load_device_data(tiny_root / "tiny.sqlite")
     seen = []
 
     class Spy:
@@ -97,19 +95,21 @@ def test_leave_family_out_never_trains_on_the_held_out_family(tiny_root):
             self.inner.fit(specs, y)
             return self.inner
 
-    models, kernels = CV.fold_frames(data, "span", "mlp", Spy)
-    only_mlp = set(data.nodes[data.nodes[D.FAMILY] == "mlp"][D.KERNEL_ID]) - set(
-        data.nodes[data.nodes[D.FAMILY] != "mlp"][D.KERNEL_ID])
+    models, kernels = crossval.fold_frames(data, "span", "mlp", Spy)
+    only_mlp = set(data.nodes[data.nodes[dataset.FAMILY] == "mlp"][dataset.KERNEL_ID]) - set(
+        data.nodes[data.nodes[dataset.FAMILY] != "mlp"][dataset.KERNEL_ID])
     assert seen and not (seen[0] & only_mlp)
-    assert set(kernels[D.KERNEL_ID]) <= only_mlp and len(models) == 3 * len(CANDIDATES)
+    assert set(kernels[dataset.KERNEL_ID]) <= only_mlp and len(models) == 3 * len(CANDIDATES)
 
 
 def test_baselines_are_held_out_linear_fits(tiny_root):
-    data = D.load_device_data(tiny_root / "tiny.sqlite")
-    b = B.baseline_lofo(data)
-    assert set(B.BASELINES) <= set(b.columns) and b["flops"].notna().all()
-    assert (b[B.MODEL_FLOPS] > 0).all() and list(B.baseline_scores(b)["baseline"]) == list(B.BASELINES)
-    assert (b[B.MODEL_BYTES] > 0).all() and b["flops"].ne(b[B.MODEL_FLOPS]).all()  # predictions, not inputs
+    data = dataset.load_device_data(tiny_root / "tiny.sqlite")
+    b = baselines.baseline_lofo(data)
+    assert set(baselines.BASELINES) <= set(b.columns) and b["flops"].notna().all()
+    assert (b[baselines.MODEL_FLOPS] > 0).all()
+    assert list(baselines.baseline_scores(b)["baseline"]) == list(baselines.BASELINES)
+    assert (b[baselines.MODEL_BYTES] > 0).all()
+    assert b["flops"].ne(b[baselines.MODEL_FLOPS]).all()  # predictions, not inputs
 
 
 @pytest.mark.slow
@@ -118,11 +118,11 @@ def test_evaluate_report_files_and_ratio_table(tiny_root, tmp_path):
 
     ev = evaluate_predictor(tiny_root / "tiny.sqlite", tiny_root / "predictors" / "cpu-1t")
     m = ev.models
-    assert np.allclose(m["sum_span_ratio"], m[D.SUM_COLUMNS["span"]] / m[D.MEASURED_MS])
+    assert np.allclose(m["sum_span_ratio"], m[dataset.SUM_COLUMNS["span"]] / m[dataset.MEASURED_MS])
     assert m["calibrated_held_out_ms"].notna().all() and m["calibrated_train_ms"].notna().all()
     assert {"measured", "held_out", "train"} == set(ev.summary["split"])
     assert ev.headline.n_models == 9 and ev.headline.held_out.n == 9 and ev.headline.train.n == 9
-    assert set(ev.headline.baselines) == set(B.BASELINES)
+    assert set(ev.headline.baselines) == set(baselines.BASELINES)
     assert ev.headline.to_dict()["calibration"] == ev.calibration
     with pytest.raises(HaseError, match="has no evaluation of target 'cold'"):
         evaluate_predictor(tiny_root / "tiny.sqlite", tiny_root / "predictors" / "cpu-1t", "cold")
@@ -184,13 +184,13 @@ def test_fold_calibration_is_fitted_on_aligned_model_rows(tiny_root, calibrate_o
     from hase.predict.calibration import fit_calibration
     from hase.predict.predictor import KernelPredictor
 
-    data = D.load_device_data(tiny_root / "tiny.sqlite")
+    data = dataset.load_device_data(tiny_root / "tiny.sqlite")
     make = lambda: KernelPredictor({"default": {"n_estimators": 4}}, min_samples=3)  # noqa: E731
-    rows, _ = CV.fold_frames(data, "warm", "embed", make, calibrate_on)
-    train = data.models[data.models[D.FAMILY] != "embed"].set_index(D.MODEL_ID)
-    pred = CV.fit_predictor(data, "warm", train.index, make)
-    sums = (CV.measured_sum(data, "warm", train.index) if calibrate_on == "measured"
-            else CV.model_predictions(data, pred, train.index)[CV.SUM_PRED_MS]).reindex(train.index)
-    expected = fit_calibration(sums, train[D.N_KERNELS], train[D.MEASURED_MS], "scale", "ols")
-    got = rows[rows[CV.CALIBRATION] == "scale/ols"].iloc[0]
+    rows, _ = crossval.fold_frames(data, "warm", "embed", make, calibrate_on)
+    train = data.models[data.models[dataset.FAMILY] != "embed"].set_index(dataset.MODEL_ID)
+    pred = crossval.fit_predictor(data, "warm", train.index, make)
+    sums = (crossval.measured_sum(data, "warm", train.index) if calibrate_on == "measured"
+            else crossval.model_predictions(data, pred, train.index)[crossval.SUM_PRED_MS]).reindex(train.index)
+    expected = fit_calibration(sums, train[dataset.N_KERNELS], train[dataset.MEASURED_MS], "scale", "ols")
+    got = rows[rows[crossval.CALIBRATION] == "scale/ols"].iloc[0]
     assert got["alpha"] == pytest.approx(expected.alpha) and got["beta"] == pytest.approx(expected.beta)

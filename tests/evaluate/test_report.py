@@ -20,7 +20,7 @@ from hase.evaluate.ratios import (
 )
 from hase.evaluate.render import fmt, inline_html, md_table
 from hase.evaluate.report import glossary, headline_lines, html_page, markdown, write_report
-from hase.predict import dataset as D
+from hase.predict import dataset
 from hase.predict.calibration import Calibration
 from hase.predict.crossval import HELD_OUT, SPLIT, TARGET
 from hase.predict.metrics import grouped_metrics, score
@@ -30,33 +30,33 @@ from hase.predict.metrics import grouped_metrics, score
 def evaluation() -> Evaluation:
     """A small evaluation built from constructed measurements: two zoo families and one exported model."""
     models = pd.DataFrame({
-        D.MODEL_ID: ["alex_a", "alex_b", "res_a", "res_b", "torch_x"],
-        D.FAMILY: ["alexnet", "alexnet", "resnet", "resnet", "exported"],
-        D.MEASURED_MS: [1.0, 2.0, 4.0, 8.0, 3.0],
-        D.SUM_COLUMNS["span"]: [0.9, 1.8, 4.4, 7.6, 3.3],
+        dataset.MODEL_ID: ["alex_a", "alex_b", "res_a", "res_b", "torch_x"],
+        dataset.FAMILY: ["alexnet", "alexnet", "resnet", "resnet", "exported"],
+        dataset.MEASURED_MS: [1.0, 2.0, 4.0, 8.0, 3.0],
+        dataset.SUM_COLUMNS["span"]: [0.9, 1.8, 4.4, 7.6, 3.3],
         SUM_PRED_HELD_OUT_MS: [0.95, 2.3, 3.5, 8.2, 2.9],
         CALIBRATED_HELD_OUT_MS: [1.05, 2.1, 3.8, 8.4, 3.5],
         CALIBRATED_TRAIN_MS: [1.01, 1.98, 4.1, 7.9, 3.1],
     })
-    for col in (D.SUM_COLUMNS["span"], SUM_PRED_HELD_OUT_MS, CALIBRATED_HELD_OUT_MS, CALIBRATED_TRAIN_MS):
-        models[ratio_column(col)] = models[col] / models[D.MEASURED_MS]
+    for col in (dataset.SUM_COLUMNS["span"], SUM_PRED_HELD_OUT_MS, CALIBRATED_HELD_OUT_MS, CALIBRATED_TRAIN_MS):
+        models[ratio_column(col)] = models[col] / models[dataset.MEASURED_MS]
     kernels = pd.DataFrame({"key": ["Conv", "Conv", "Add"], "y_ms": [0.1, 0.2, 0.01], "pred_ms": [0.11, 0.2, 0.02]})
-    held = {"m": models[D.MEASURED_MS], "p": models[CALIBRATED_HELD_OUT_MS]}
+    held = {"m": models[dataset.MEASURED_MS], "p": models[CALIBRATED_HELD_OUT_MS]}
     cands = pd.DataFrame({TARGET: ["span"] * 5, "calibration": ["scale/ols"] * 5, SPLIT: [HELD_OUT] * 5, **held})
-    exported = models[models[D.FAMILY] == "exported"]
+    exported = models[models[dataset.FAMILY] == "exported"]
     headline = Headline(
         device="cpu-1t", target="span", calibration=Calibration("scale", "ols", 1.0312, 0.0021, 0.0),
         n_models=5, n_families=3, held_out=score(held["m"], held["p"]),
-        held_out_exported=score(exported[D.MEASURED_MS], exported[CALIBRATED_HELD_OUT_MS]),
-        train=score(models[D.MEASURED_MS], models[CALIBRATED_TRAIN_MS]),
+        held_out_exported=score(exported[dataset.MEASURED_MS], exported[CALIBRATED_HELD_OUT_MS]),
+        train=score(models[dataset.MEASURED_MS], models[CALIBRATED_TRAIN_MS]),
         baselines={"flops": score([1.0, 2.0], [2.0, 1.0])}, kernels_held_out=score(kernels["y_ms"], kernels["pred_ms"]))
-    baselines = models[[D.MODEL_ID, D.FAMILY, D.MEASURED_MS]].assign(flops=[2.0, 1.0, 4.0, 8.0, 3.0])
+    baselines = models[[dataset.MODEL_ID, dataset.FAMILY, dataset.MEASURED_MS]].assign(flops=[2.0, 1.0, 4.0, 8.0, 3.0])
     return Evaluation(
         "cpu-1t", "span", "scale/ols", models, ratio_summary(models),
         grouped_metrics(cands, [TARGET, "calibration"], "m", "p"), baselines,
         pd.DataFrame([{"baseline": "flops", **headline.baselines["flops"].to_dict()}]),
         grouped_metrics(kernels, "key", "y_ms", "pred_ms"),
-        grouped_metrics(models, D.FAMILY, D.MEASURED_MS, CALIBRATED_HELD_OUT_MS), headline)
+        grouped_metrics(models, dataset.FAMILY, dataset.MEASURED_MS, CALIBRATED_HELD_OUT_MS), headline)
 
 
 def test_cells_and_tables_are_formatted_for_people():
@@ -92,7 +92,7 @@ def test_markdown_holds_every_model_and_family_row(evaluation):
 def test_summary_scopes_are_split_only_when_the_store_has_both_kinds(evaluation):
     both = evaluation.summary
     assert both.groupby("source")["scope"].apply(list).map(tuple).unique().tolist() == [("all", "zoo", "exported")]
-    zoo_only = ratio_summary(evaluation.models[evaluation.models[D.FAMILY] != "exported"])
+    zoo_only = ratio_summary(evaluation.models[evaluation.models[dataset.FAMILY] != "exported"])
     assert set(zoo_only["scope"]) == {"all"} and not zoo_only.duplicated(["source"]).any()
     assert "| scope |" in md_table(both) and "| scope |" not in markdown(_without_exported(evaluation), {})
 
@@ -101,7 +101,7 @@ def _without_exported(ev: Evaluation) -> Evaluation:
     """The fixture's evaluation as a store without exported models would give it (the clean-clone case)."""
     import dataclasses
 
-    zoo = ev.models[ev.models[D.FAMILY] != "exported"]
+    zoo = ev.models[ev.models[dataset.FAMILY] != "exported"]
     no_exported = score([], [])
     return dataclasses.replace(ev, models=zoo, summary=ratio_summary(zoo),
                                headline=dataclasses.replace(ev.headline, held_out_exported=no_exported))
@@ -177,7 +177,7 @@ def test_write_report_writes_tables_plots_and_pages(evaluation, tmp_path):
     assert {p.name for p in paths.values()} >= {"report.md", "report.html", "headline.json", "models.csv",
                                                   "pred_vs_measured.png", "op_error.png"}
     assert all(p.is_file() and p.stat().st_size > 0 for p in paths.values())
-    assert pd.read_csv(paths["models.csv"])[D.MODEL_ID].tolist() == evaluation.models[D.MODEL_ID].tolist()
+    assert pd.read_csv(paths["models.csv"])[dataset.MODEL_ID].tolist() == evaluation.models[dataset.MODEL_ID].tolist()
     assert json.loads(paths["headline.json"].read_text())["held_out"]["n"] == 5
     page = paths["report.html"].read_text()
     assert page.count("data:image/png;base64,") == 4 and "<td>torch_x</td>" in page and "<td>resnet</td>" in page

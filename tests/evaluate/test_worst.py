@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 from tiny_store import build_tiny_store, train_tiny
 
-from hase.evaluate import worst as W
+from hase.evaluate import worst
 from hase.evaluate.evaluation import evaluate_predictor
 from hase.evaluate.report import write_report
-from hase.predict import dataset as D
+from hase.predict import dataset
 
 
 @pytest.fixture(scope="module")
@@ -24,28 +24,29 @@ def tiny_root(tmp_path_factory) -> Path:
 
 
 def test_largest_differences_rank_nodes_by_what_they_add_to_the_error():
-    nodes = pd.DataFrame({W.KERNEL_PRED_MS: [1.0, 115.0, 2.0, 0.5], W.IN_MODEL_MS: [1.1, 0.1, np.nan, 3.0]})
-    top = W.largest_differences(nodes, 3)
+    nodes = pd.DataFrame({worst.KERNEL_PRED_MS: [1.0, 115.0, 2.0, 0.5], worst.IN_MODEL_MS: [1.1, 0.1, np.nan, 3.0]})
+    top = worst.largest_differences(nodes, 3)
     assert list(top.index) == [1, 3, 2]  # +114.9, -2.5, and 2.0 with no in-model time (its whole prediction)
-    assert top[W.KERNEL_DIFF_MS].iloc[0] == pytest.approx(114.9) and np.isnan(top[W.KERNEL_DIFF_MS].iloc[2])
+    assert top[worst.KERNEL_DIFF_MS].iloc[0] == pytest.approx(114.9) and np.isnan(top[worst.KERNEL_DIFF_MS].iloc[2])
 
 
 def test_the_worst_held_out_models_come_with_their_kernels(tiny_root):
     ev = evaluate_predictor(tiny_root / "tiny.sqlite", tiny_root / "predictors" / "cpu-1t")
-    worst = ev.worst
-    assert list(worst.columns) == list(W.STORE_COLUMNS) and len(worst)
-    models = list(dict.fromkeys(worst[D.MODEL_ID]))
-    assert 1 <= len(models) <= W.WORST_MODELS and worst.groupby(D.MODEL_ID).size().max() <= W.WORST_KERNELS
-    errors = worst.drop_duplicates(D.MODEL_ID)[W.ERROR_PCT].abs().to_numpy()
+    rows = ev.worst
+    assert list(rows.columns) == list(worst.STORE_COLUMNS) and len(rows)
+    models = list(dict.fromkeys(rows[dataset.MODEL_ID]))
+    assert 1 <= len(models) <= worst.WORST_MODELS and rows.groupby(dataset.MODEL_ID).size().max() <= worst.WORST_KERNELS
+    errors = rows.drop_duplicates(dataset.MODEL_ID)[worst.ERROR_PCT].abs().to_numpy()
     assert np.all(np.diff(errors) <= 0)  # worst model first
     held = ev.models.dropna(subset=["calibrated_held_out_ms"])
-    assert errors[0] == pytest.approx(((held["calibrated_held_out_ms"] / held[D.MEASURED_MS] - 1).abs() * 100).max())
-    data = D.load_device_data(tiny_root / "tiny.sqlite")
-    spans = data.nodes.set_index([D.MODEL_ID, D.NODE_NAME])[D.SPAN_MS]
-    for _, r in worst.iterrows():  # the in-model time is the node's profiled span; the difference is pred - span
-        assert r[W.IN_MODEL_MS] == pytest.approx(spans[r[D.MODEL_ID], r[D.NODE_NAME]])
-        assert r[W.KERNEL_DIFF_MS] == pytest.approx(r[W.KERNEL_PRED_MS] - r[W.IN_MODEL_MS])
-    assert set(worst[W.PRED_FROM]) <= {W.HELD_OUT, W.FINAL}
+    ratio = held["calibrated_held_out_ms"] / held[dataset.MEASURED_MS]
+    assert errors[0] == pytest.approx(((ratio - 1).abs() * 100).max())
+    data = dataset.load_device_data(tiny_root / "tiny.sqlite")
+    spans = data.nodes.set_index([dataset.MODEL_ID, dataset.NODE_NAME])[dataset.SPAN_MS]
+    for _, r in rows.iterrows():  # the in-model time is the node's profiled span; the difference is pred - span
+        assert r[worst.IN_MODEL_MS] == pytest.approx(spans[r[dataset.MODEL_ID], r[dataset.NODE_NAME]])
+        assert r[worst.KERNEL_DIFF_MS] == pytest.approx(r[worst.KERNEL_PRED_MS] - r[worst.IN_MODEL_MS])
+    assert set(rows[worst.PRED_FROM]) <= {worst.HELD_OUT, worst.FINAL}
 
 
 def test_the_report_opens_with_the_worst_models(tiny_root, tmp_path):
@@ -54,7 +55,7 @@ def test_the_report_opens_with_the_worst_models(tiny_root, tmp_path):
     md = paths["report.md"].read_text()
     first = md.index("## Worst models (held out)")
     assert first < md.index("![") and first < md.index("## Each way of summing")
-    assert ev.worst[D.MODEL_ID].iloc[0] in md[first:md.index("![")]
+    assert ev.worst[dataset.MODEL_ID].iloc[0] in md[first:md.index("![")]
     assert "kernel_diff_ms" in md[md.index("## Glossary"):]
     page = paths["report.html"].read_text()
     assert page.index('id="worst"') < page.index('id="plots"')

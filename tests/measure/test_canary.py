@@ -17,7 +17,7 @@ from hase.measure.canary import Canary, canary_timer
 from hase.measure.config import load_collect_config
 from hase.measure.store import Store
 from hase.measure.types import CanaryPolicy
-from hase.predict import dataset as D
+from hase.predict import dataset
 from hase.runtime.types import EPConfig
 
 POLICY = CanaryPolicy(busy_ratio=1.3, retries=2, wait_s=1.5, every_kernels=2)
@@ -121,9 +121,9 @@ def test_collect_records_robust_and_canary_columns(tmp_path, models):
         assert (t["host_busy"] == (t["canary_ratio"] > 1.3).astype(int)).all()
     # reference + 1 check per model (+ retries on a busy host); timing cost is counted and small per check
     assert report.canary_checks >= 3 and 0 < report.canary_s / report.canary_checks < 1.0
-    data = D.load_device_data(store_path)
-    assert sorted(data.models[D.MEASURED_MS]) == sorted(mm["latency_ms"])  # the robust latency is the truth
-    assert data.models[D.HOST_BUSY].sum() == mm["host_busy"].sum()
+    data = dataset.load_device_data(store_path)
+    assert sorted(data.models[dataset.MEASURED_MS]) == sorted(mm["latency_ms"])  # the robust latency is the truth
+    assert data.models[dataset.HOST_BUSY].sum() == mm["host_busy"].sum()
 
 
 def test_collect_flags_jobs_on_a_host_that_stays_busy(tmp_path, models, monkeypatch):

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hase.measure import canary as C
+from hase.measure import canary
 from hase.measure.config import load_collect_config
 from hase.measure.types import CanaryPolicy
 from hase.runtime import sessions
@@ -46,7 +46,7 @@ def test_on_a_cuda_config_both_probes_are_bound_sessions_on_that_ep(monkeypatch:
     cfg = load_collect_config(GPU_CONFIG)
     [ep] = cfg.devices
     policy = cfg.settings.canary
-    timer = C.canary_timer(ep, CanaryPolicy(size=policy.size, runs=2, warmup=0))
+    timer = canary.canary_timer(ep, CanaryPolicy(size=policy.size, runs=2, warmup=0))
     matmul_ms, overhead_ms = timer()
     assert matmul_ms >= 0 and overhead_ms >= 0
     assert [m[0] for m in made] == ["session", "bound", "session", "bound"]

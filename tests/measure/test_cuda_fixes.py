@@ -11,7 +11,7 @@ import pytest
 
 from hase.errors import HaseError
 from hase.measure.model import cpu_fallback_count
-from hase.profiling import decompose as P
+from hase.profiling import decompose
 from hase.profiling.gpu.cpu_preferred import shape_subgraph_nodes
 from hase.profiling.run import profile_model
 from hase.runtime import sessions
@@ -59,8 +59,8 @@ def test_cpu_fallbacks_leave_out_the_shape_subgraph(tmp_path):
     res = profile_model(MODELS / "hf_gpt2_tiny_s64_b1.onnx", ep, runs=1, warmup=0, workdir=tmp_path,
                         optimized_model_path=opt)
     graph = onnx.load(opt, load_external_data=False).graph
-    summary = P.node_summary(res.events)
-    shape = shape_subgraph_nodes(graph, set(summary[P.NODE_NAME]))
+    summary = decompose.node_summary(res.events)
+    shape = shape_subgraph_nodes(graph, set(summary[decompose.NODE_NAME]))
     assert shape, "the export's shape subgraph (Shape -> Gather -> Concat) should survive at `basic`"
-    assert cpu_fallback_count(summary, graph) == len(summary) - len(shape & set(summary[P.NODE_NAME]))
+    assert cpu_fallback_count(summary, graph) == len(summary) - len(shape & set(summary[decompose.NODE_NAME]))
     assert cpu_fallback_count(summary, None) == 0

@@ -270,7 +270,7 @@ def test_version_1_store_gets_the_robust_columns_and_training_falls_back_to_the_
 
     from hase.measure import collect as coll
     from hase.measure.schema import CANARY_COLS, ROBUST_COLS
-    from hase.predict import dataset as D
+    from hase.predict import dataset
     from hase.runtime.types import HOST
 
     cfg_path = tmp_path / "devices.toml"
@@ -292,8 +292,8 @@ def test_version_1_store_gets_the_robust_columns_and_training_falls_back_to_the_
     with Store(path, readonly=True) as s:  # read as it is, not migrated
         median = float(s.table("model_measurements").median_ms[0])
         assert "latency_ms" not in s.table("model_measurements")
-    data = D.load_device_data(path)
-    assert data.models[D.MEASURED_MS].tolist() == [median] and not data.models[D.HOST_BUSY].any()
+    data = dataset.load_device_data(path)
+    assert data.models[dataset.MEASURED_MS].tolist() == [median] and not data.models[dataset.HOST_BUSY].any()
     with Store(path) as s:
         assert s.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         mm = s.table("model_measurements")
@@ -302,4 +302,5 @@ def test_version_1_store_gets_the_robust_columns_and_training_falls_back_to_the_
         assert s.table("node_spans")[HOST].isna().all() and s.table("fixed_costs")[HOST].isna().all()
         report = coll.collect(src, cfg, s)
     assert (report.models_done, report.kernels_measured) == (0, 0)
-    assert D.load_device_data(path).models[D.MEASURED_MS].tolist() == [median]  # NULL latency_ms: the median
+    # NULL latency_ms: the median
+    assert dataset.load_device_data(path).models[dataset.MEASURED_MS].tolist() == [median]

@@ -23,13 +23,13 @@ from hase.pipeline import (
     data_parallel_stage,
     predict_pipeline,
     prepare,
+    schema,
     single_stage,
     stage_times,
     track_table,
     union_ns,
     write_matmul_chain,
 )
-from hase.pipeline import schema as S
 from hase.pipeline.forecast import PipelinePrediction
 from hase.pipeline.ort_backend import run_times_from_profile
 from hase.pipeline.ov_backend import layer_times_ns
@@ -40,11 +40,13 @@ def _events(rows: list[tuple]) -> pd.DataFrame:
     """rows: (kind, stage, stage_index, executor, track_id, batch, ts_ns, dur_ns, hw_ns)."""
     recs = []
     for kind, stage, si, ex, tid, b, ts, dur, hw in rows:
-        recs.append({S.KIND: kind, S.STAGE: stage, S.STAGE_INDEX: si, S.EXECUTOR: ex, S.STREAM: 0,
-                     S.DEVICE: "host" if ex < 0 else "cpu", S.TRACK: f"{stage}-{ex}", S.TRACK_ID: tid,
-                     S.BATCH: b, S.TS_NS: ts, S.DUR_NS: dur, S.END_NS: ts + dur, S.SUBMIT_NS: 0, S.WAIT_NS: 0,
-                     S.HW_NS: hw, S.MARSHAL_NS: np.nan, S.ROWS: 4, S.RUN_INDEX: b})
-    return pd.DataFrame(recs, columns=list(S.EVENT_COLUMNS))
+        recs.append({schema.KIND: kind, schema.STAGE: stage, schema.STAGE_INDEX: si, schema.EXECUTOR: ex,
+                     schema.STREAM: 0,
+                     schema.DEVICE: "host" if ex < 0 else "cpu", schema.TRACK: f"{stage}-{ex}", schema.TRACK_ID: tid,
+                     schema.BATCH: b, schema.TS_NS: ts, schema.DUR_NS: dur, schema.END_NS: ts + dur,
+                     schema.SUBMIT_NS: 0, schema.WAIT_NS: 0,
+                     schema.HW_NS: hw, schema.MARSHAL_NS: np.nan, schema.ROWS: 4, schema.RUN_INDEX: b})
+    return pd.DataFrame(recs, columns=list(schema.EVENT_COLUMNS))
 
 
 def test_union_counts_overlap_once():
@@ -54,46 +56,46 @@ def test_union_counts_overlap_once():
 
 
 def test_track_table_bubbles_and_utilization():
-    ev = _events([(S.INFER, "a", 0, 0, 0, 0, 0, 10, 5.0), (S.INFER, "a", 0, 0, 0, 1, 15, 5, 5.0),
-                  (S.INFER, "a", 0, 0, 0, 2, 30, 10, np.nan)])
+    ev = _events([(schema.INFER, "a", 0, 0, 0, 0, 0, 10, 5.0), (schema.INFER, "a", 0, 0, 0, 1, 15, 5, 5.0),
+                  (schema.INFER, "a", 0, 0, 0, 2, 30, 10, np.nan)])
     t = track_table(ev).iloc[0]
-    assert t[S.BUSY_MS] == pytest.approx(25e-6) and t[S.WALL_UTIL] == pytest.approx(25 / 40)
-    assert t[S.BUBBLE_MEAN_MS] == pytest.approx(7.5e-6) and t[S.BUBBLE_P50_MS] == pytest.approx(7.5e-6)
+    assert t[schema.BUSY_MS] == pytest.approx(25e-6) and t[schema.WALL_UTIL] == pytest.approx(25 / 40)
+    assert t[schema.BUBBLE_MEAN_MS] == pytest.approx(7.5e-6) and t[schema.BUBBLE_P50_MS] == pytest.approx(7.5e-6)
     # HW share of the runs with HW time (10 / 15) x the track's busy time (25) / span (40)
-    assert t[S.HW_UTIL] == pytest.approx(10 / 15 * 25 / 40) and t[S.HW_COVERAGE] == pytest.approx(2 / 3)
-    assert t[S.PENALTY_MS] == pytest.approx(2.5e-6)  # (10-5 + 5-5) / 2: runs without HW time skipped
+    assert t[schema.HW_UTIL] == pytest.approx(10 / 15 * 25 / 40) and t[schema.HW_COVERAGE] == pytest.approx(2 / 3)
+    assert t[schema.PENALTY_MS] == pytest.approx(2.5e-6)  # (10-5 + 5-5) / 2: runs without HW time skipped
 
 
 def _dp_events() -> pd.DataFrame:
     """Two batches: prep (stage 0) then a data-parallel stage 1 with partition, two executors, merge."""
     rows = []
     for b, off in ((0, 0), (1, 1000)):
-        rows += [(S.INFER, "prep", 0, 0, 0, b, off, 100, 80.0),
-                 (S.PARTITION, "dp", 1, -1, 1, b, off + 100, 10, np.nan),
-                 (S.INFER, "dp", 1, 0, 2, b, off + 110, 200 + 300 * b, 150.0),
-                 (S.INFER, "dp", 1, 1, 3, b, off + 112, 250, 200.0),
-                 (S.MERGE, "dp", 1, -1, 1, b, off + 110 + 250 + 300 * b, 20, np.nan)]
+        rows += [(schema.INFER, "prep", 0, 0, 0, b, off, 100, 80.0),
+                 (schema.PARTITION, "dp", 1, -1, 1, b, off + 100, 10, np.nan),
+                 (schema.INFER, "dp", 1, 0, 2, b, off + 110, 200 + 300 * b, 150.0),
+                 (schema.INFER, "dp", 1, 1, 3, b, off + 112, 250, 200.0),
+                 (schema.MERGE, "dp", 1, -1, 1, b, off + 110 + 250 + 300 * b, 20, np.nan)]
     return _events(rows)
 
 
 def test_data_parallel_stage_total_is_partition_plus_slowest_device_plus_merge():
     dp = data_parallel_batches(_dp_events())
-    assert list(dp[S.BATCH]) == [0, 1]
-    assert dp[S.TOTAL_MS].tolist() == pytest.approx([(10 + 250 + 20) / 1e6, (10 + 500 + 20) / 1e6])
+    assert list(dp[schema.BATCH]) == [0, 1]
+    assert dp[schema.TOTAL_MS].tolist() == pytest.approx([(10 + 250 + 20) / 1e6, (10 + 500 + 20) / 1e6])
 
 
 def test_cycle_is_max_stage_and_names_the_bottleneck():
     times = stage_times(_dp_events())
     cycles = cycle_table(times, ["prep", "dp"])
-    assert cycles[S.CYCLE_MS].tolist() == pytest.approx([280e-6, 530e-6])
-    assert cycles[S.BOTTLENECK].tolist() == ["dp", "dp"]
+    assert cycles[schema.CYCLE_MS].tolist() == pytest.approx([280e-6, 530e-6])
+    assert cycles[schema.BOTTLENECK].tolist() == ["dp", "dp"]
 
 
 def test_incomplete_data_parallel_pass_is_not_a_stage_time():
     ev = _dp_events()
-    ev = ev[~((ev[S.BATCH] == 1) & (ev[S.EXECUTOR] == 1))]  # batch 1 lost one executor (a failed run)
-    assert data_parallel_batches(ev)[S.BATCH].tolist() == [0]
-    assert cycle_table(stage_times(ev), ["prep", "dp"])[S.BATCH].tolist() == [0]
+    ev = ev[~((ev[schema.BATCH] == 1) & (ev[schema.EXECUTOR] == 1))]  # batch 1 lost one executor (a failed run)
+    assert data_parallel_batches(ev)[schema.BATCH].tolist() == [0]
+    assert cycle_table(stage_times(ev), ["prep", "dp"])[schema.BATCH].tolist() == [0]
 
 
 def test_required_columns_are_checked():
@@ -161,9 +163,9 @@ def test_predicted_stage_times_cycle_and_throughput(tmp_path):
     ))
     with prepare(spec, tmp_path, warmup=1) as prep:
         pred = predict_pipeline(prep, _fake_predictor(0.5))
-    t = pred.stages.set_index(S.STAGE)
-    assert t[S.PREDICTED_MS].tolist() == [4.0, 3.0, 4.0]  # b: max(0.5*2, 0.5*6)
-    assert t.at["c", S.PER_STREAM_MS] == 2.0 and "partition and merge" in t.at["b", S.NOTE]
+    t = pred.stages.set_index(schema.STAGE)
+    assert t[schema.PREDICTED_MS].tolist() == [4.0, 3.0, 4.0]  # b: max(0.5*2, 0.5*6)
+    assert t.at["c", schema.PER_STREAM_MS] == 2.0 and "partition and merge" in t.at["b", schema.NOTE]
     assert pred.cycle_ms == 4.0 and pred.bottleneck == "a" and pred.complete
     assert pred.throughput_per_s == pytest.approx(250.0)  # a: 1 stream / 4 ms
 
@@ -173,7 +175,7 @@ def test_prediction_per_device_and_unpredictable_stages(tmp_path):
     spec = PipelineSpec(stages=(single_stage("a", "cpu", model=model), single_stage("h", "host", fn=lambda x: x)))
     pred = predict_pipeline(spec, {"cpu": lambda p: 2.0, "host": lambda p: 99.0})
     assert pred.cycle_ms == 2.0 and not pred.complete
-    assert np.isnan(pred.stages.set_index(S.STAGE).at["h", S.PREDICTED_MS])
+    assert np.isnan(pred.stages.set_index(schema.STAGE).at["h", schema.PREDICTED_MS])
     with pytest.raises(HaseError, match="no latency predictor for device 'cpu'"):
         predict_pipeline(spec, {"ov:CPU": lambda p: 1.0})
     with pytest.raises(HaseError, match="prepare it first"):
@@ -181,12 +183,12 @@ def test_prediction_per_device_and_unpredictable_stages(tmp_path):
 
 
 def test_predicted_vs_measured_table():
-    pred = PipelinePrediction(pd.DataFrame({S.STAGE: ["a"], S.STREAMS: [1], S.PREDICTED_MS: [2.0],
-                                            S.PER_STREAM_MS: [2.0], S.NOTE: [""]}), 2.0, 500.0, "a", True)
-    stages = pd.DataFrame({S.STAGE: ["a"], S.STAGE_MS: [2.5]})
+    pred = PipelinePrediction(pd.DataFrame({schema.STAGE: ["a"], schema.STREAMS: [1], schema.PREDICTED_MS: [2.0],
+                                            schema.PER_STREAM_MS: [2.0], schema.NOTE: [""]}), 2.0, 500.0, "a", True)
+    stages = pd.DataFrame({schema.STAGE: ["a"], schema.STAGE_MS: [2.5]})
     measured = PipelineSummary("p", 10, 10, True, 25.0, 400.0, 3200.0, 3, 3, 3, 2.5, 2.5, 2.5, "a", 1.0,
                                stages, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
     table = compare(pred, measured).set_index("figure")
-    assert table.at["a stage_ms", "measured"] == 2.5 and table.at["a stage_ms", S.ERROR_PCT] == pytest.approx(-20)
-    assert table.at["throughput_per_s", S.ERROR_PCT] == pytest.approx(25)
-    assert table.at[S.CYCLE_MS, "predicted"] == 2.0
+    assert table.at["a stage_ms", "measured"] == 2.5 and table.at["a stage_ms", schema.ERROR_PCT] == pytest.approx(-20)
+    assert table.at["throughput_per_s", schema.ERROR_PCT] == pytest.approx(25)
+    assert table.at[schema.CYCLE_MS, "predicted"] == 2.0

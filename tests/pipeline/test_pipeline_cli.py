@@ -9,8 +9,7 @@ import pytest
 
 from hase.cli import main
 from hase.errors import HaseError
-from hase.pipeline import load_pipeline_config, pipeline_from_dict, read_events_csv, simulation_spec
-from hase.pipeline import schema as S
+from hase.pipeline import load_pipeline_config, pipeline_from_dict, read_events_csv, schema, simulation_spec
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "configs" / "pipeline_example.toml"
@@ -60,7 +59,7 @@ def test_run_writes_trace_csv_and_json(tmp_path, capsys):
     assert {r["stage"] for r in out["stages"]} == {"prep", "embed", "classify"}
     assert out["metadata"]["devices"]["ov:CPU"]["openvino_version"]
     events = read_events_csv(csv)
-    assert len(events[events[S.KIND] == S.INFER]) == 12 * 4
+    assert len(events[events[schema.KIND] == schema.INFER]) == 12 * 4
     assert json.loads(trace.read_text())["traceEvents"]
 
 

@@ -19,11 +19,11 @@ from hase.pipeline import (
     data_parallel_stage,
     pipeline_trace,
     run_pipeline,
+    schema,
     single_stage,
     write_chrome_trace,
     write_matmul_chain,
 )
-from hase.pipeline import schema as S
 from hase.pipeline.partition import split_sizes
 
 
@@ -134,13 +134,13 @@ def test_stage_raising_mid_run_stops_cleanly_and_keeps_events(tmp_path):
     run = info.value.run
     assert run.failure.stage == "post" and run.failure.batch_id == 3
     ev = run.events
-    post = ev[ev[S.STAGE] == "post"]
-    assert sorted(post.loc[post[S.KIND] == S.INFER, S.BATCH]) == [0, 1, 2]
-    assert list(post.loc[post[S.KIND] == S.ERROR, S.BATCH]) == [3]
+    post = ev[ev[schema.STAGE] == "post"]
+    assert sorted(post.loc[post[schema.KIND] == schema.INFER, schema.BATCH]) == [0, 1, 2]
+    assert list(post.loc[post[schema.KIND] == schema.ERROR, schema.BATCH]) == [3]
     assert run.completed < 50
     assert not [t for t in threading.enumerate() if t.name.startswith("hase-") and t.is_alive()]
     trace = json.loads(write_chrome_trace(pipeline_trace(run), tmp_path / "t.json").read_text())
-    assert {e["cat"] for e in trace["traceEvents"] if e["ph"] == "X"} >= {S.INFER, S.ERROR}
+    assert {e["cat"] for e in trace["traceEvents"] if e["ph"] == "X"} >= {schema.INFER, schema.ERROR}
     assert trace["otherData"]["failure"]["stage"] == "post"
 
 
@@ -173,7 +173,7 @@ def test_cli_mid_run_failure_still_writes_trace(tmp_path, monkeypatch, capsys):
     assert code == 2
     assert "stage 'post' failed on batch 3" in capsys.readouterr().err
     events = json.loads(trace.read_text())["traceEvents"]
-    assert any(e.get("cat") == S.ERROR for e in events)
+    assert any(e.get("cat") == schema.ERROR for e in events)
     assert csv.read_text().count("\n") > 4
 
 
@@ -190,7 +190,7 @@ def test_failure_on_the_first_batch_still_summarizes(tmp_path):
     with pytest.raises(PipelineFailedError, match="failed on batch 0") as info:
         run_pipeline(spec, 5, warmup=1)
     run = info.value.run
-    assert run.completed == 0 and list(run.events[S.KIND]) == [S.ERROR]
+    assert run.completed == 0 and list(run.events[schema.KIND]) == [schema.ERROR]
     text = summary_text(summarize(run))
     assert "0/5 batches" in text and "run stopped" in text
     assert json.loads(write_chrome_trace(pipeline_trace(run), tmp_path / "t.json").read_text())["traceEvents"]

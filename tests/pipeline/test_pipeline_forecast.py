@@ -17,16 +17,16 @@ from hase.pipeline import (
     data_parallel_stage,
     predict_pipeline,
     prepare,
+    schema,
     single_stage,
     write_matmul_chain,
 )
-from hase.pipeline import schema as S
 from hase.pipeline.forecast import bound_notes
 from hase.pipeline.summary import PipelineSummary
 
 
 def _measured(stage_ms: dict[str, float], cycle_ms: float, throughput: float) -> PipelineSummary:
-    stages = pd.DataFrame({S.STAGE: list(stage_ms), S.STAGE_MS: list(stage_ms.values())})
+    stages = pd.DataFrame({schema.STAGE: list(stage_ms), schema.STAGE_MS: list(stage_ms.values())})
     return PipelineSummary("p", 10, 10, True, 25.0, throughput, 3200.0, 3, 3, 3, cycle_ms, cycle_ms, cycle_ms, "a",
                            1.0, stages, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
 
@@ -39,9 +39,9 @@ def test_an_unpredicted_stage_makes_the_cycle_a_lower_and_the_throughput_an_uppe
     assert pred.cycle_ms == 2.0 and pred.throughput_per_s == 500.0
     table = compare(pred, _measured({"a": 2.5, "h": 4.0}, 4.0, 250.0)).set_index("figure")
     # the left-out stage is the slower one: the measured cycle is longer, the measured throughput lower
-    assert table.at[S.CYCLE_MS, S.NOTE] == "lower bound: leaves out stage h"
-    assert table.at["throughput_per_s", S.NOTE] == "upper bound: leaves out stage h"
-    assert table.at[S.CYCLE_MS, "predicted"] < table.at[S.CYCLE_MS, "measured"]
+    assert table.at[schema.CYCLE_MS, schema.NOTE] == "lower bound: leaves out stage h"
+    assert table.at["throughput_per_s", schema.NOTE] == "upper bound: leaves out stage h"
+    assert table.at[schema.CYCLE_MS, "predicted"] < table.at[schema.CYCLE_MS, "measured"]
     assert table.at["throughput_per_s", "predicted"] > table.at["throughput_per_s", "measured"]
 
 
@@ -63,7 +63,7 @@ def test_a_complete_prediction_claims_no_bound(tmp_path):
     pred = predict_pipeline(PipelineSpec(stages=(single_stage("a", "cpu", model=model),)), lambda p: 2.0)
     assert pred.complete and pred.left_out == () and bound_notes(pred) == ("", "")
     table = compare(pred, _measured({"a": 2.5}, 2.5, 400.0)).set_index("figure")
-    assert table.at[S.CYCLE_MS, S.NOTE] == "" and table.at["throughput_per_s", S.NOTE] == ""
+    assert table.at[schema.CYCLE_MS, schema.NOTE] == "" and table.at["throughput_per_s", schema.NOTE] == ""
 
 
 @pytest.mark.slow

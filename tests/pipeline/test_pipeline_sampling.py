@@ -14,16 +14,16 @@ from hase.pipeline import (
     DummyModel,
     ExecutorSpec,
     PipelineSpec,
+    analysis,
     data_parallel_stage,
     pipeline_from_dict,
     run_pipeline,
+    schema,
     single_stage,
     summarize,
     summary_dict,
     write_matmul_chain,
 )
-from hase.pipeline import analysis as A
-from hase.pipeline import schema as S
 from hase.pipeline.devices import parse_device
 from hase.pipeline.executors import ExecutorOptions
 from hase.pipeline.ort_backend import OrtExecutor, by_run_index
@@ -49,29 +49,29 @@ def run():
 
 
 def _infer(run) -> pd.DataFrame:
-    return run.events[run.events[S.KIND] == S.INFER]
+    return run.events[run.events[schema.KIND] == schema.INFER]
 
 
 def test_exactly_the_sampled_batches_have_hardware_time(run):
     ev = _infer(run)
     assert len(ev) == 4 * BATCHES  # prep, embed executors 0 (ORT) and 1 (OpenVINO), classify
-    assert set(ev[S.DEVICE]) == {"cpu", "ov:CPU"}
-    for _, track in ev.groupby(S.TRACK):
-        has = track[S.HW_NS].notna()
-        assert sorted(track.loc[has, S.BATCH]) == [0, 3, 6]
-        assert (track.loc[has, S.HW_NS] > 0).all() and track.loc[has, S.MARSHAL_NS].notna().all()
-        assert track.loc[~has, S.MARSHAL_NS].isna().all()
+    assert set(ev[schema.DEVICE]) == {"cpu", "ov:CPU"}
+    for _, track in ev.groupby(schema.TRACK):
+        has = track[schema.HW_NS].notna()
+        assert sorted(track.loc[has, schema.BATCH]) == [0, 3, 6]
+        assert (track.loc[has, schema.HW_NS] > 0).all() and track.loc[has, schema.MARSHAL_NS].notna().all()
+        assert track.loc[~has, schema.MARSHAL_NS].isna().all()
 
 
 def test_coverage_is_reported(run):
     s = summarize(run)
     assert s.hw_coverage == pytest.approx(1 / 3)
-    assert s.tracks[S.HW_COVERAGE].tolist() == pytest.approx([1 / 3] * 4)
-    devices = s.devices.set_index(S.DEVICE)
-    assert devices.at["cpu", S.HW_COVERAGE] == pytest.approx(1 / 3)
-    assert devices.at["ov:CPU", S.HW_COVERAGE] == pytest.approx(1 / 3)
-    assert devices.at["host", S.HW_COVERAGE] == 0  # partition / merge never have hardware time
-    assert s.stages.set_index(S.STAGE).at["prep", S.HW_COVERAGE] == pytest.approx(1 / 3)
+    assert s.tracks[schema.HW_COVERAGE].tolist() == pytest.approx([1 / 3] * 4)
+    devices = s.devices.set_index(schema.DEVICE)
+    assert devices.at["cpu", schema.HW_COVERAGE] == pytest.approx(1 / 3)
+    assert devices.at["ov:CPU", schema.HW_COVERAGE] == pytest.approx(1 / 3)
+    assert devices.at["host", schema.HW_COVERAGE] == 0  # partition / merge never have hardware time
+    assert s.stages.set_index(schema.STAGE).at["prep", schema.HW_COVERAGE] == pytest.approx(1 / 3)
     out = summary_dict(s)
     assert out["hw_coverage"] == pytest.approx(s.hw_coverage)
     assert out["metadata"]["hw_sample_every"] == K and out["metadata"]["hw_profile"] is True
@@ -80,20 +80,21 @@ def test_coverage_is_reported(run):
 def test_utilization_from_sampled_runs_stays_within_bounds(run):
     s = summarize(run)
     t = s.tracks
-    assert (t[S.HW_UTIL] > 0).all()
-    assert (t[S.HW_UTIL] <= t[S.WALL_UTIL] + 1e-9).all() and (t[S.HW_UTIL] <= 1 + 1e-9).all()
-    dev = s.devices.set_index(S.DEVICE)
-    assert dev.at["cpu", S.HW_UTIL] == pytest.approx(t.loc[t[S.DEVICE] == "cpu", S.HW_UTIL].sum())
-    assert np.isnan(dev.at["host", S.HW_UTIL])
+    assert (t[schema.HW_UTIL] > 0).all()
+    assert (t[schema.HW_UTIL] <= t[schema.WALL_UTIL] + 1e-9).all() and (t[schema.HW_UTIL] <= 1 + 1e-9).all()
+    dev = s.devices.set_index(schema.DEVICE)
+    assert dev.at["cpu", schema.HW_UTIL] == pytest.approx(t.loc[t[schema.DEVICE] == "cpu", schema.HW_UTIL].sum())
+    assert np.isnan(dev.at["host", schema.HW_UTIL])
     # the definition: HW share of the sampled runs applied to all of the track's wall time
     ev = _infer(run)
-    prep = ev[ev[S.STAGE] == "prep"]
-    sampled = prep[prep[S.HW_NS].notna()]
-    expected = sampled[S.HW_NS].sum() / sampled[S.DUR_NS].sum() * prep[S.DUR_NS].sum() / A.wall_span_ns(run.events)
-    assert t.set_index(S.STAGE).at["prep", S.HW_UTIL] == pytest.approx(expected)
+    prep = ev[ev[schema.STAGE] == "prep"]
+    sampled = prep[prep[schema.HW_NS].notna()]
+    expected = (sampled[schema.HW_NS].sum() / sampled[schema.DUR_NS].sum() * prep[schema.DUR_NS].sum()
+                / analysis.wall_span_ns(run.events))
+    assert t.set_index(schema.STAGE).at["prep", schema.HW_UTIL] == pytest.approx(expected)
     # the penalty is over the sampled runs only
-    assert t.set_index(S.STAGE).at["prep", S.PENALTY_MS] == pytest.approx(
-        (sampled[S.DUR_NS] - sampled[S.HW_NS]).mean() / 1e6)
+    assert t.set_index(schema.STAGE).at["prep", schema.PENALTY_MS] == pytest.approx(
+        (sampled[schema.DUR_NS] - sampled[schema.HW_NS]).mean() / 1e6)
 
 
 def test_the_two_sessions_give_identical_outputs(tmp_path):
@@ -162,9 +163,9 @@ def test_profile_budget_counts_sampled_runs_only():
     run = run_pipeline(spec, 30)
     a = _infer(run)
     # 2 warm-up runs used part of the budget; then batches 0, 3, ..., 21 (8 runs); 24 and 27 have none
-    assert sorted(a.loc[a[S.HW_NS].notna(), S.BATCH]) == list(range(0, 24, K))
-    flush = run.events[run.events[S.KIND] == S.PROFILER_FLUSH]
-    assert flush[S.BATCH].tolist() == [21]
+    assert sorted(a.loc[a[schema.HW_NS].notna(), schema.BATCH]) == list(range(0, 24, K))
+    flush = run.events[run.events[schema.KIND] == schema.PROFILER_FLUSH]
+    assert flush[schema.BATCH].tolist() == [21]
 
 
 def test_sampling_in_blocks_with_warmup():
@@ -176,8 +177,8 @@ def test_sampling_in_blocks_with_warmup():
     assert [b for b in range(12) if spec.hw_sampled(b)] == [0, 1, 2, 6, 7, 8]
     run = run_pipeline(spec, 12)
     for stage in ("a", "b"):  # ORT, OpenVINO
-        ev = _infer(run)[_infer(run)[S.STAGE] == stage]
-        assert sorted(ev.loc[ev[S.HW_NS].notna(), S.BATCH]) == [1, 2, 7, 8]
+        ev = _infer(run)[_infer(run)[schema.STAGE] == stage]
+        assert sorted(ev.loc[ev[schema.HW_NS].notna(), schema.BATCH]) == [1, 2, 7, 8]
     assert summarize(run).hw_coverage == pytest.approx(4 / 12)
     with pytest.raises(HaseError, match="hw_sample_warmup=3 must be >= 0 and below hw_sample_block=3"):
         PipelineSpec(stages=stages, hw_sample_every=2, hw_sample_block=3, hw_sample_warmup=3)

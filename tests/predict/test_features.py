@@ -10,7 +10,7 @@ from conftest import NCHWC_HOST, conv_bn_relu_model
 from hase.errors import HaseError
 from hase.kernels import graph, split
 from hase.kernels.types import KernelSpec, TensorSpec
-from hase.predict import features as F
+from hase.predict import features
 from hase.predict.features.common import fold_hw, hw_pads, hw_pair
 from hase.predict.features.movement import moves_single_axis
 from hase.predict.features.reduce import reduced_axes
@@ -35,43 +35,43 @@ def conv(cin=16, cout=32, hw=28, k=3, stride=1, group=1, op="Conv", act=None):
 
 
 def test_conv_flops_params_and_geometry():
-    f = F.extract(conv(cin=16, cout=32, hw=28, k=3))
+    f = features.extract(conv(cin=16, cout=32, hw=28, k=3))
     assert f["flops"] == 2 * 32 * 28 * 28 * 16 * 9  # MACs x 2
     assert f["params"] == 32 * 16 * 9 + 32
     assert (f["h"], f["w"], f["out_h"], f["kh"], f["pad_h"]) == (28, 28, 28, 3, 2)
     assert f["in_bytes"] == 16 * 28 * 28 * 4 and f["weight_bytes"] == (32 * 16 * 9 + 32) * 4
     assert f["bytes"] == f["in_bytes"] + f["out_bytes"] + f["weight_bytes"]
-    assert F.extract(conv(stride=2))["out_h"] == 14
+    assert features.extract(conv(stride=2))["out_h"] == 14
 
 
 def test_depthwise_and_grouped_convs_are_separated():
     dw = conv(cin=32, cout=32, group=32, op="FusedConv", act="Relu")
     grouped = conv(cin=32, cout=32, group=4)
-    assert F.kernel_key(dw) == "FusedConv/dw" and F.kernel_key(conv()) == "Conv"
-    assert F.kernel_key(grouped) == "Conv"  # grouped stays with dense, told apart by features
-    g = F.extract(grouped)
+    assert features.kernel_key(dw) == "FusedConv/dw" and features.kernel_key(conv()) == "Conv"
+    assert features.kernel_key(grouped) == "Conv"  # grouped stays with dense, told apart by features
+    g = features.extract(grouped)
     assert (g["groups"], g["cin_per_group"], g["depthwise"]) == (4, 8, 0)
-    d = F.extract(dw)
+    d = features.extract(dw)
     assert d["depthwise"] == 1 and d["flops"] == 2 * 32 * 28 * 28 * 9 and d["activation"] == 1
 
 
 def test_matmul_dims_batch_and_transposes():
-    mm = F.extract(spec("MatMul", [((2, 4, 64, 32), False), ((2, 4, 32, 16), False)], [(2, 4, 64, 16)]))
+    mm = features.extract(spec("MatMul", [((2, 4, 64, 32), False), ((2, 4, 32, 16), False)], [(2, 4, 64, 16)]))
     assert (mm["batch"], mm["m"], mm["n"], mm["k"]) == (8, 64, 16, 32)
     assert mm["flops"] == 2 * 8 * 64 * 16 * 32 and mm["b_batched"] == 1 and mm["b_const"] == 0
-    gemm = F.extract(spec("Gemm", [((128, 256), False), ((512, 256), True), ((512,), True)], [(128, 512)],
+    gemm = features.extract(spec("Gemm", [((128, 256), False), ((512, 256), True), ((512,), True)], [(128, 512)],
                           [("transB", 1)]))
     got = (gemm["m"], gemm["n"], gemm["k"], gemm["trans_b"], gemm["b_const"], gemm["has_bias"])
     assert got == (128, 512, 256, 1, 1, 1)
-    vec = F.extract(spec("MatMul", [((64,), False), ((64, 10), True)], [(10,)]))
+    vec = features.extract(spec("MatMul", [((64,), False), ((64, 10), True)], [(10,)]))
     assert (vec["m"], vec["n"], vec["k"]) == (1, 10, 64)
 
 
 def test_elementwise_broadcast_patterns():
-    same = F.extract(spec("Add", [((1, 8, 4, 4), False), ((1, 8, 4, 4), False)], [(1, 8, 4, 4)]))
-    scalar = F.extract(spec("Mul", [((1, 8, 4, 4), False), ((), True)], [(1, 8, 4, 4)]))
-    row = F.extract(spec("Add", [((2, 64, 128), False), ((128,), True)], [(2, 64, 128)]))
-    chan = F.extract(spec("Add", [((1, 8, 4, 4), False), ((1, 8, 1, 1), True)], [(1, 8, 4, 4)]))
+    same = features.extract(spec("Add", [((1, 8, 4, 4), False), ((1, 8, 4, 4), False)], [(1, 8, 4, 4)]))
+    scalar = features.extract(spec("Mul", [((1, 8, 4, 4), False), ((), True)], [(1, 8, 4, 4)]))
+    row = features.extract(spec("Add", [((2, 64, 128), False), ((128,), True)], [(2, 64, 128)]))
+    chan = features.extract(spec("Add", [((1, 8, 4, 4), False), ((1, 8, 1, 1), True)], [(1, 8, 4, 4)]))
     assert [x["broadcast"] for x in (same, scalar, row, chan)] == [0, 1, 2, 3]
     assert row["broadcast_ratio"] == 128 and chan["inner_block"] == 1 and same["inner_block"] == 128
 
@@ -79,7 +79,7 @@ def test_elementwise_broadcast_patterns():
 def test_reductions_infer_axes_from_shapes():
     assert reduced_axes((1, 48, 20, 20), (1, 48, 1, 1)) == [2, 3]
     assert reduced_axes((2, 64, 128), (2, 64)) == [2]
-    r = F.extract(spec("ReduceMean", [((1, 48, 20, 20), False)], [(1, 48, 1, 1)]))
+    r = features.extract(spec("ReduceMean", [((1, 48, 20, 20), False)], [(1, 48, 1, 1)]))
     assert (r["reduce_size"], r["n_axes"], r["last_axis_reduced"]) == (400, 2, 1)
 
 
@@ -91,15 +91,15 @@ def test_window_helpers_fold_1d_2d_3d_into_height_and_width():
     assert hw_pads(padded, 2) == (2, 6)
     assert hw_pads(spec("MaxPool", [((1, 1, 8), False)], [(1, 1, 10)], [("pads", [1, 1])]), 1) == (0, 2)
     assert hw_pads(spec("MaxPool", [((1, 1, 8, 8), False)], [(1, 1, 8, 8)], [("pads", [1])]), 2) == (0, 0)
-    pool = F.extract(spec("MaxPool", [((1, 4, 8, 8), False)], [(1, 4, 4, 4)],
+    pool = features.extract(spec("MaxPool", [((1, 4, 8, 8), False)], [(1, 4, 4, 4)],
                           [("kernel_shape", [3, 3]), ("strides", [2, 2]), ("pads", [1, 1, 1, 1])]))
     assert (pool["kh"], pool["stride_w"], pool["pad_h"], pool["out_h"], pool["window"]) == (3, 2, 2, 4, 9)
 
 
 def test_movement_transpose_and_concat():
-    t = F.extract(spec("Transpose", [((2, 64, 2, 64), False)], [(2, 2, 64, 64)], [("perm", [0, 2, 1, 3])]))
+    t = features.extract(spec("Transpose", [((2, 64, 2, 64), False)], [(2, 2, 64, 64)], [("perm", [0, 2, 1, 3])]))
     assert t["perm_moved"] == 2 and t["last_axis_kept"] == 1 and t["inner_block"] == 64 and t["single_axis_move"] == 1
-    xcit = F.extract(spec("Transpose", [((1, 196, 1, 4, 32), False)], [(1, 1, 4, 32, 196)],
+    xcit = features.extract(spec("Transpose", [((1, 196, 1, 4, 32), False)], [(1, 1, 4, 32, 196)],
                           [("perm", [2, 0, 3, 4, 1])]))
     assert xcit["single_axis_move"] == 0 and xcit["last_axis_kept"] == 0
 
@@ -110,23 +110,23 @@ def test_movement_transpose_and_concat():
 ])
 def test_single_axis_moves_are_orts_fast_transposes(perm, single):
     assert moves_single_axis(perm) is single
-    c = F.extract(spec("Concat", [((1, 8, 4, 4), False), ((1, 8, 4, 4), False)], [(1, 16, 4, 4)], [("axis", 1)]))
+    c = features.extract(spec("Concat", [((1, 8, 4, 4), False), ((1, 8, 4, 4), False)], [(1, 16, 4, 4)], [("axis", 1)]))
     assert c["axis_from_end"] == 2 and c["inner_block"] == 16 and c["n_inputs"] == 2
 
 
 def test_unknown_op_uses_generic_table():
     s = spec("NotARealOp", [((3, 5), False), ((5,), True)], [(3, 5)])
-    assert not F.has_family("NotARealOp") and F.family_of("NotARealOp").name == F.GENERIC
-    g = F.extract(s)
-    assert g == F.generic_extract(s)
+    assert not features.has_family("NotARealOp") and features.family_of("NotARealOp").name == features.GENERIC
+    g = features.extract(s)
+    assert g == features.generic_extract(s)
     assert (g["in_elems"], g["out_elems"], g["const_bytes"], g["max_rank"]) == (20, 15, 20, 2)
 
 
 def test_every_family_has_flops_and_bytes_and_docs():
-    doc = F.describe()
-    assert set(doc["family"]) == {f.name for f in F.families()}
+    doc = features.describe()
+    assert set(doc["family"]) == {f.name for f in features.families()}
     assert doc["meaning"].str.len().min() > 3
-    for fam in F.families():
+    for fam in features.families():
         assert {"flops", "bytes"} <= set(fam.column_names)
 
 
@@ -138,42 +138,42 @@ def test_registry_checks_itself():
     with pytest.raises(ValueError, match="include"):
         feature_family("nobytes", ("Nope2",), (("flops", ""),))
     with pytest.raises(HaseError, match="known families are"):
-        F.get_family("nope")
+        features.get_family("nope")
 
 
 @pytest.mark.parametrize("opt_level", ["extended", "all"])
 def test_features_of_a_real_kernel_graph(opt_level):
     kg = graph.kernel_graph(conv_bn_relu_model(c=8, hw=16), EPConfig(opt_level=opt_level))
     specs = [n.spec for n in split.split(kg)]
-    keys = [F.kernel_key(s) for s in specs]
+    keys = [features.kernel_key(s) for s in specs]
     nchwc = opt_level == "all" and NCHWC_HOST
     conv = "Conv" if nchwc else "FusedConv"  # NCHWc Conv at `all` on x86 (the activation fused in as well)
     assert conv in keys and "Gemm" in keys
     for s in specs:
-        values = list(F.extract(s).values())
+        values = list(features.extract(s).values())
         assert all(math.isfinite(v) for v in values), s.op_type
     first = next(s for s in specs if s.op_type == conv)
-    assert F.extract(first)["activation"] == 1  # the Relu, fused into the first convolution at both levels
+    assert features.extract(first)["activation"] == 1  # the Relu, fused into the first convolution at both levels
     # NCHWc pads the output channels to its block (8 or 16 on x86): the work the kernel really does
     c_out = first.inputs[1].shape[0]
     assert c_out % 8 == 0 if nchwc else c_out == 8
-    assert F.extract(first)["flops"] == 2 * c_out * 16 * 16 * 3 * 9
-    costs = F.cost_frame(specs)
+    assert features.extract(first)["flops"] == 2 * c_out * 16 * 16 * 3 * 9
+    costs = features.cost_frame(specs)
     assert list(costs.columns) == ["key", "family", "flops", "bytes"] and np.all(costs["bytes"] > 0)
     reorders = [s for s in specs if s.op_type in ("ReorderInput", "ReorderOutput")]
-    assert bool(reorders) == nchwc and all(F.family_of(s.op_type).name == "layout" for s in reorders)
+    assert bool(reorders) == nchwc and all(features.family_of(s.op_type).name == "layout" for s in reorders)
 
 
 def test_layout_reorders_into_and_out_of_nchwc():
     """ReorderInput pads the channels to the block; ReorderOutput keeps `channels` of them; an SE block's 1x1
     reorders span a plane of one element."""
-    into = F.extract(spec("ReorderInput", [((1, 24, 16, 16), False)], [(1, 32, 16, 16)], [("channels_last", 0)],
+    into = features.extract(spec("ReorderInput", [((1, 24, 16, 16), False)], [(1, 32, 16, 16)], [("channels_last", 0)],
                           "com.microsoft.nchwc"))
     assert (into["c_in"], into["c_out"], into["plane"], into["pad_channels"], into["reorder_in"]) == (24, 32, 256, 8, 1)
-    out = F.extract(spec("ReorderOutput", [((2, 16, 1, 1), False)], [(2, 12, 1, 1)],
+    out = features.extract(spec("ReorderOutput", [((2, 16, 1, 1), False)], [(2, 12, 1, 1)],
                          [("channels", 12), ("channels_last", 0)], "com.microsoft.nchwc"))
     assert (out["batch"], out["c_in"], out["c_out"], out["plane"], out["pad_channels"]) == (2, 16, 12, 1, 4)
-    nhwc = F.extract(spec("ReorderInput", [((1, 7, 7, 24), False)], [(1, 32, 7, 7)], [("channels_last", 1)]))
+    nhwc = features.extract(spec("ReorderInput", [((1, 7, 7, 24), False)], [(1, 32, 7, 7)], [("channels_last", 1)]))
     assert (nhwc["c_in"], nhwc["plane"], nhwc["channels_last"]) == (24, 49, 1)
     assert out["flops"] == 24 and out["bytes"] == (32 + 24) * 4
 
@@ -181,10 +181,10 @@ def test_layout_reorders_into_and_out_of_nchwc():
 def test_softmax_axis_position_and_pad_is_no_resize():
     """Where the softmax axis lies decides ORT's path (CoaT's [1, 3137, 8, 8] over axis 1: 10x the time of the same
     data over axis 2 of [1, 8, 3137, 8]); a Pad's own mode attribute is not a Resize mode."""
-    coat = F.extract(spec("Softmax", [((1, 3137, 8, 8), False)], [(1, 3137, 8, 8)], [("axis", 1)]))
+    coat = features.extract(spec("Softmax", [((1, 3137, 8, 8), False)], [(1, 3137, 8, 8)], [("axis", 1)]))
     assert (coat["axis_from_end"], coat["inner"], coat["last_axis"], coat["axis_size"]) == (2, 64, 0, 3137)
-    last = F.extract(spec("Softmax", [((1, 4, 64, 64), False)], [(1, 4, 64, 64)], [("axis", -1)]))
+    last = features.extract(spec("Softmax", [((1, 4, 64, 64), False)], [(1, 4, 64, 64)], [("axis", -1)]))
     assert (last["axis_from_end"], last["inner"], last["last_axis"]) == (0, 1, 1)
-    pad = F.extract(spec("Pad", [((1, 8, 16, 8), False)], [(1, 8, 18, 8)], [("mode", "constant")]))
-    cubic = F.extract(spec("Resize", [((1, 3, 240, 240), False)], [(1, 3, 224, 224)], [("mode", "cubic")]))
+    pad = features.extract(spec("Pad", [((1, 8, 16, 8), False)], [(1, 8, 18, 8)], [("mode", "constant")]))
+    cubic = features.extract(spec("Resize", [((1, 3, 240, 240), False)], [(1, 3, 224, 224)], [("mode", "cubic")]))
     assert pad["mode"] == -1 and cubic["mode"] == 2

@@ -7,7 +7,7 @@ import pytest
 from sklearn.ensemble import RandomForestRegressor
 
 from hase.kernels.types import KernelSpec, TensorSpec
-from hase.predict import features as F
+from hase.predict import features
 from hase.predict.forest import ARRAY_DTYPES, FittedForest, PackedForest, fit_base, linear_base_ms, pack_forest
 
 
@@ -90,8 +90,8 @@ def conv_spec(c: int, hw: int) -> KernelSpec:
     return KernelSpec(f"c{c}-{hw}", "Conv", "", attrs, ins, (TensorSpec("y", (1, c, hw, hw), "float32"),))
 
 
-def conv_matrix() -> tuple[F.FeatureFamily, np.ndarray]:
-    fam = F.get_family("conv")
+def conv_matrix() -> tuple[features.FeatureFamily, np.ndarray]:
+    fam = features.get_family("conv")
     specs = [conv_spec(c, hw) for c in (4, 8, 16) for hw in (8, 16, 32)]
     return fam, np.array([list(fam.extract(s).values()) for s in specs], dtype=np.float32)
 

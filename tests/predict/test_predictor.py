@@ -10,7 +10,7 @@ import pytest
 
 from hase.errors import HaseError
 from hase.kernels.types import KernelSpec, TensorSpec
-from hase.predict import features as F
+from hase.predict import features
 from hase.predict.manifest import PredictorSummary
 from hase.predict.predictor import SOURCE_FAMILY, SOURCE_GENERIC, SOURCE_OP, KernelPredictor, params_for
 
@@ -35,7 +35,7 @@ def odd_spec(n: int) -> KernelSpec:
 
 def synthetic_latency(spec: KernelSpec) -> float:
     """A deterministic cost for exercising the fitting plumbing (not a measurement): 10 µs + 1 ns per FLOP."""
-    f = F.extract(spec)
+    f = features.extract(spec)
     return 0.01 + 1e-6 * f["flops"] / 1e3
 
 

@@ -22,9 +22,7 @@ from conftest import REPO, conv_bn_relu_model, embedding_model
 from tiny_store import mlp_model
 
 from hase.errors import HaseError
-from hase.predict import crossval as CV
-from hase.predict import dataset as D
-from hase.predict import trust
+from hase.predict import crossval, dataset, trust
 from hase.predict.bundle import read_manifest
 from hase.predict.calibration import fit_calibration
 from hase.predict.manifest import Manifest, manifest_digest
@@ -83,8 +81,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def data(store: Path) -> D.DeviceData:
-    return D.load_device_data(store)
+def data(store: Path) -> dataset.DeviceData:
+    return dataset.load_device_data(store)
 
 
 def _busy_kernels(store: Path) -> set[str]:
@@ -96,18 +94,19 @@ def _busy_kernels(store: Path) -> set[str]:
 
 
 def test_the_store_carries_the_flags_as_collect_wrote_them(store, data):
-    m = data.models.set_index(D.MODEL_ID)
-    assert set(m.index[m[D.HOST_BUSY]]) == set(BUSY) and not m[D.NOISY].any()
+    m = data.models.set_index(dataset.MODEL_ID)
+    assert set(m.index[m[dataset.HOST_BUSY]]) == set(BUSY) and not m[dataset.NOISY].any()
     busy = _busy_kernels(store)
-    assert busy and set(data.kernels.loc[data.kernels[D.HOST_BUSY], D.KERNEL_ID]) == busy
-    copy = set(data.nodes.loc[data.nodes[D.MODEL_ID] == "convnet1b", D.KERNEL_ID])
-    assert copy == set(data.nodes.loc[data.nodes[D.MODEL_ID] == "convnet1", D.KERNEL_ID]) and not copy & busy
+    assert busy and set(data.kernels.loc[data.kernels[dataset.HOST_BUSY], dataset.KERNEL_ID]) == busy
+    copy = set(data.nodes.loc[data.nodes[dataset.MODEL_ID] == "convnet1b", dataset.KERNEL_ID])
+    assert copy == set(data.nodes.loc[data.nodes[dataset.MODEL_ID] == "convnet1",
+                                      dataset.KERNEL_ID]) and not copy & busy
 
 
-def _occurrences(data: D.DeviceData) -> pd.DataFrame:
-    occ = data.nodes[data.nodes[D.SPAN_MS].notna()].copy()
-    occ["suspect"] = occ[D.MODEL_ID].isin(set(BUSY))
-    occ["has_clean"] = (~occ["suspect"]).groupby(occ[D.KERNEL_ID]).transform("any")
+def _occurrences(data: dataset.DeviceData) -> pd.DataFrame:
+    occ = data.nodes[data.nodes[dataset.SPAN_MS].notna()].copy()
+    occ["suspect"] = occ[dataset.MODEL_ID].isin(set(BUSY))
+    occ["has_clean"] = (~occ["suspect"]).groupby(occ[dataset.KERNEL_ID]).transform("any")
     return occ
 
 
@@ -116,21 +115,21 @@ def test_drop_leaves_out_busy_spans_with_a_clean_twin_and_weights_the_rest(data)
     y, w, counts = trust.training_rows(data, "span", policy)
     occ = _occurrences(data)
     twins = occ[occ["suspect"] & occ["has_clean"]]
-    assert counts.dropped == len(twins) >= (data.nodes[D.MODEL_ID] == "convnet1b").sum() > 0
+    assert counts.dropped == len(twins) >= (data.nodes[dataset.MODEL_ID] == "convnet1b").sum() > 0
     assert counts.suspect == occ["suspect"].sum() and counts.rows == len(y) == len(w)
-    clean = occ[~occ["suspect"]].groupby(D.KERNEL_ID)[D.SPAN_MS].median()
+    clean = occ[~occ["suspect"]].groupby(dataset.KERNEL_ID)[dataset.SPAN_MS].median()
     assert np.allclose(y[clean.index], clean) and (w[clean.index] == 1.0).all()
     only_busy = sorted(set(y.index) - set(clean.index))
     assert only_busy and (w[only_busy] == 0.2).all() and counts.weighted == len(only_busy)
-    assert np.allclose(y[only_busy], D.kernel_targets(data, "span")[only_busy])
+    assert np.allclose(y[only_busy], dataset.kernel_targets(data, "span")[only_busy])
 
 
 def test_weight_keeps_every_span_and_keep_ignores_the_flags(data):
-    old = D.kernel_targets(data, "span")
+    old = dataset.kernel_targets(data, "span")
     y, w, counts = trust.training_rows(data, "span", trust.BusyPolicy("weight", 0.2))
     assert counts.dropped == 0 and y.equals(old)
     occ = _occurrences(data)
-    expected = occ.assign(w=np.where(occ["suspect"], 0.2, 1.0)).groupby(D.KERNEL_ID)["w"].mean()
+    expected = occ.assign(w=np.where(occ["suspect"], 0.2, 1.0)).groupby(dataset.KERNEL_ID)["w"].mean()
     assert np.allclose(w, expected[w.index]) and counts.weighted == (expected < 1).sum() > 0
     y, w, counts = trust.training_rows(data, "span", trust.KEEP)
     assert y.equals(old) and (w == 1.0).all() and (counts.dropped, counts.weighted) == (0, 0)
@@ -140,20 +139,21 @@ def test_standalone_rows_of_busy_jobs_are_down_weighted_never_dropped(store, dat
     busy = _busy_kernels(store)
     for mode in ("drop", "weight"):
         y, w, counts = trust.training_rows(data, "warm", trust.BusyPolicy(mode, 0.25))
-        assert y.equals(D.kernel_targets(data, "warm")) and counts.dropped == 0
+        assert y.equals(dataset.kernel_targets(data, "warm")) and counts.dropped == 0
         assert set(w.index[w < 1]) == busy & set(y.index) and set(w[w < 1]) == {0.25}
         assert counts.suspect == counts.weighted == len(busy & set(y.index))
-    held = list(data.models.loc[data.models[D.FAMILY] != "mlp", D.MODEL_ID])  # a fold's training models
+    held = list(data.models.loc[data.models[dataset.FAMILY] != "mlp", dataset.MODEL_ID])  # a fold's training models
     y, w, _ = trust.training_rows(data, "warm", trust.BusyPolicy(), held)
-    assert y.equals(D.kernel_targets(data, "warm", held)) and w.index.equals(y.index)
+    assert y.equals(dataset.kernel_targets(data, "warm", held)) and w.index.equals(y.index)
 
 
 def test_model_weights_follow_busy_and_noisy(data):
     policy = trust.BusyPolicy("drop", 0.2)
-    ids = list(data.models[D.MODEL_ID])
+    ids = list(data.models[dataset.MODEL_ID])
     w = trust.model_weights(data, policy, ids)
     assert list(w.index) == ids and dict(w[w < 1]) == dict.fromkeys(BUSY, 0.2)
-    noisy = dataclasses.replace(data, models=data.models.assign(**{D.NOISY: data.models[D.MODEL_ID] == "mlp0"}))
+    noisy = dataclasses.replace(data,
+                                models=data.models.assign(**{dataset.NOISY: data.models[dataset.MODEL_ID] == "mlp0"}))
     assert trust.model_weights(noisy, policy, ["mlp0", "mlp1"]).tolist() == [0.2, 1.0]
     counts = trust.model_counts(noisy, policy)
     assert counts == {"rows": 9, "host_busy": 4, "noisy": 1, "suspect": 5, "dropped": 0, "weighted": 5}
@@ -163,7 +163,7 @@ def test_model_weights_follow_busy_and_noisy(data):
 
 def test_a_down_weighted_row_barely_moves_the_forest(data):
     """The same kernels measured twice, once 4x slower: weighted 1e-3, the slow copy hardly counts."""
-    y = D.kernel_targets(data, "warm")
+    y = dataset.kernel_targets(data, "warm")
     specs = [data.specs[k] for k in y.index]
     twice, y2 = specs + specs, np.concatenate([y, 4 * y])
     kw = {"params": {"default": {"n_estimators": 10, "max_depth": 10}}, "min_samples": 3, "base": False}
@@ -193,8 +193,8 @@ def test_weighted_calibration_follows_the_clean_models():
 
 def test_a_fold_fits_its_calibration_with_the_weights(data):
     """Busy models pulled 3x slow: with them at weight 0.001 the fold's calibration stays near the clean one."""
-    slow = data.models.assign(**{D.MEASURED_MS: np.where(data.models[D.HOST_BUSY], 3.0, 1.0)
-                                 * data.models[D.MEASURED_MS]})
+    slow = data.models.assign(**{dataset.MEASURED_MS: np.where(data.models[dataset.HOST_BUSY], 3.0, 1.0)
+                                 * data.models[dataset.MEASURED_MS]})
     skewed = dataclasses.replace(data, models=slow)
     weight = trust.BusyPolicy("weight", 1e-3)
     alpha = {name: _fold_alpha(d, p) for name, d, p in (("keep", skewed, trust.KEEP), ("weight", skewed, weight),
@@ -206,10 +206,10 @@ def _small_forests() -> KernelPredictor:
     return KernelPredictor({"default": {"n_estimators": 4, "max_depth": 6}}, min_samples=3)
 
 
-def _fold_alpha(data: D.DeviceData, policy: trust.BusyPolicy) -> float:
+def _fold_alpha(data: dataset.DeviceData, policy: trust.BusyPolicy) -> float:
     """alpha of the relative-least-squares calibration of the fold that holds out `embed`."""
-    rows = CV.fold_frames(data, "warm", "embed", _small_forests, "measured", policy)[0]
-    return float(rows.loc[rows[CV.CALIBRATION] == "scale/relative", CV.ALPHA].iloc[0])
+    rows = crossval.fold_frames(data, "warm", "embed", _small_forests, "measured", policy)[0]
+    return float(rows.loc[rows[crossval.CALIBRATION] == "scale/relative", crossval.ALPHA].iloc[0])
 
 
 @pytest.mark.parametrize("extra, match", [('busy = "sometimes"', "busy = 'sometimes' is not a policy"),
@@ -242,7 +242,7 @@ def test_train_records_what_it_dropped_and_weighted(store, data, tmp_path, mode)
         assert busy["kernels"]["span"]["dropped"] > 0 and busy["models"]["weighted"] == 4
     else:
         assert all(c["dropped"] == c["weighted"] == 0 for c in busy["kernels"].values())
-    fit = pd.DataFrame(res.manifest.target("span").calibration.fit_data).set_index(D.MODEL_ID)
+    fit = pd.DataFrame(res.manifest.target("span").calibration.fit_data).set_index(dataset.MODEL_ID)
     assert dict(fit.loc[fit[trust.WEIGHT] < 1, trust.WEIGHT]) == ({} if mode == "keep" else dict.fromkeys(BUSY, 0.2))
     assert res.manifest.config["busy"] == mode
 

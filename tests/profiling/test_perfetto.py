@@ -9,7 +9,7 @@ import pytest
 from test_profile import CUDA, REAL, _ev, cuda_launch_wait_trace
 
 from hase.errors import HaseError
-from hase.profiling import decompose as P
+from hase.profiling import decompose
 from hase.profiling.perfetto import (
     GAPS_TID,
     HASE_PID,
@@ -19,7 +19,7 @@ from hase.profiling.perfetto import (
     to_chrome_trace,
     write_chrome_trace,
 )
-from hase.runtime import profile as E
+from hase.runtime import profile
 
 
 def _tracks(trace: dict) -> dict[tuple[int, int], str]:
@@ -51,7 +51,7 @@ def _assert_loadable(trace: dict) -> None:
 
 @pytest.mark.parametrize("name", sorted(REAL))
 def test_real_profile_trace(name):
-    events = E.load_profile(REAL[name])
+    events = profile.load_profile(REAL[name])
     trace = to_chrome_trace(events)
     _assert_loadable(trace)
     tracks = set(_tracks(trace).values())
@@ -60,14 +60,14 @@ def test_real_profile_trace(name):
     hase = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["pid"] == HASE_PID]
     assert len(ort) == len(events)
     spans = [e for e in hase if e["tid"] == SPANS_TID]
-    assert len(spans) == len(P.node_spans(events))
+    assert len(spans) == len(decompose.node_spans(events))
     regions = [e for e in hase if e["tid"] == REGIONS_TID]
-    assert len(regions) == 2 * (events[E.EVENT_KIND] == E.MODEL_RUN).sum()
-    assert len([e for e in hase if e["tid"] == GAPS_TID]) == len(P.node_gaps(events))
+    assert len(regions) == 2 * (events[profile.EVENT_KIND] == profile.MODEL_RUN).sum()
+    assert len([e for e in hase if e["tid"] == GAPS_TID]) == len(decompose.node_gaps(events))
 
 
 def test_cuda_trace_has_one_track_per_provider_and_keeps_args():
-    events = E.parse_events(cuda_launch_wait_trace(2))
+    events = profile.parse_events(cuda_launch_wait_trace(2))
     trace = to_chrome_trace(events)
     _assert_loadable(trace)
     tracks = set(_tracks(trace).values())
@@ -80,20 +80,20 @@ def test_cuda_trace_has_one_track_per_provider_and_keeps_args():
 
 def test_threads_of_one_provider_get_their_own_tracks():
     ev = [_ev("Session", "model_run", 0.0, 300.0),
-          _ev("Node", "a_kernel_time", 10.0, 100.0, {"op_name": "MatMul", "provider": E.CPU_PROVIDER}, tid=1),
-          _ev("Node", "b_kernel_time", 60.0, 100.0, {"op_name": "MatMul", "provider": E.CPU_PROVIDER}, tid=2)]
-    trace = to_chrome_trace(E.parse_events(ev), derived=False)
+          _ev("Node", "a_kernel_time", 10.0, 100.0, {"op_name": "MatMul", "provider": profile.CPU_PROVIDER}, tid=1),
+          _ev("Node", "b_kernel_time", 60.0, 100.0, {"op_name": "MatMul", "provider": profile.CPU_PROVIDER}, tid=2)]
+    trace = to_chrome_trace(profile.parse_events(ev), derived=False)
     assert {"Nodes: CPUExecutionProvider (thread 1)", "Nodes: CPUExecutionProvider (thread 2)"} <= set(
         _tracks(trace).values())
-    assert all(e.get("cat") != E.HASE_CAT for e in trace["traceEvents"])
+    assert all(e.get("cat") != profile.HASE_CAT for e in trace["traceEvents"])
 
 
 def test_write_is_atomic_and_reloads(tmp_path):
-    events = E.load_profile(REAL["tiny_cnn"])
+    events = profile.load_profile(REAL["tiny_cnn"])
     path = write_chrome_trace(to_chrome_trace(events), tmp_path / "sub" / "t.json")
     assert sorted(p.name for p in path.parent.iterdir()) == ["t.json"]  # no temp file left behind
-    reloaded = E.load_profile(path)
-    assert P.decompose(reloaded).equals(P.decompose(events))
+    reloaded = profile.load_profile(path)
+    assert decompose.decompose(reloaded).equals(decompose.decompose(events))
 
 
 def test_write_failure_is_a_hase_error(tmp_path):

@@ -18,11 +18,11 @@ from onnx import TensorProto, helper
 from hase.cli import main
 from hase.commands import profile as profile_command
 from hase.errors import HaseError
-from hase.profiling import decompose as P
+from hase.profiling import decompose
 from hase.profiling import run as run_module
 from hase.profiling.findings import diagnose
 from hase.profiling.run import analyze, profile_folder, profile_model
-from hase.runtime import profile as E
+from hase.runtime import profile
 from hase.runtime.types import EPConfig
 
 DATA = Path(__file__).parents[1] / "data" / "profiles"
@@ -69,7 +69,7 @@ def cuda_launch_wait_trace(n_runs: int = 3) -> list[dict]:
     """ResNet-like CUDA run as in seed 000: µs of launch, 40 ms before Execute, 229 ms waiting after it."""
     nodes = [("MemcpyFromHost_0", "MemcpyFromHost", CUDA, 20.0)]
     nodes += [(f"conv{i}", "FusedConv", CUDA, 5.0) for i in range(20)]
-    nodes += [("nms", "NonMaxSuppression", E.CPU_PROVIDER, 30.0), ("topk", "TopK", E.CPU_PROVIDER, 8.0)]
+    nodes += [("nms", "NonMaxSuppression", profile.CPU_PROVIDER, 30.0), ("topk", "TopK", profile.CPU_PROVIDER, 8.0)]
     nodes += [("MemcpyToHost_0", "MemcpyToHost", CUDA, 15.0)]
     events = [_ev("Session", "session_initialization", 0.0, 900.0)]
     t = 1000.0
@@ -84,25 +84,26 @@ def cuda_launch_wait_trace(n_runs: int = 3) -> list[dict]:
 
 
 def test_load_real_profile_columns_and_runs():
-    ev = E.load_profile(REAL["tiny_cnn"])
-    assert tuple(ev.columns) == E.EVENT_COLUMNS
-    assert set(ev[E.EVENT_KIND]) == {E.SESSION, E.MODEL_RUN, E.EXECUTE, E.KERNEL_TIME}
-    assert sorted(ev.loc[ev[E.EVENT_KIND] == E.MODEL_RUN, P.RUN_ID]) == [0, 1, 2, 3]
-    assert (ev.loc[ev[E.EVENT_KIND] == E.SESSION, P.RUN_ID] == -1).all()  # session init is outside runs
-    kt = ev[ev[E.EVENT_KIND] == E.KERNEL_TIME]
-    assert (kt[P.RUN_ID] >= 0).all() and (kt[P.PROVIDER] == E.CPU_PROVIDER).all()
-    conv = kt[kt[P.NODE_NAME] == "conv1"].iloc[0]
-    assert conv[P.OP_TYPE] == "FusedConv" and conv[P.NODE_INDEX] >= 0
-    assert json.loads(conv[E.OUTPUT_TYPE_SHAPE]) == [{"float": [1, 8, 32, 32]}]
+    ev = profile.load_profile(REAL["tiny_cnn"])
+    assert tuple(ev.columns) == profile.EVENT_COLUMNS
+    assert set(ev[profile.EVENT_KIND]) == {profile.SESSION, profile.MODEL_RUN, profile.EXECUTE, profile.KERNEL_TIME}
+    assert sorted(ev.loc[ev[profile.EVENT_KIND] == profile.MODEL_RUN, decompose.RUN_ID]) == [0, 1, 2, 3]
+    assert (ev.loc[ev[profile.EVENT_KIND] == profile.SESSION,
+                   decompose.RUN_ID] == -1).all()  # session init is outside runs
+    kt = ev[ev[profile.EVENT_KIND] == profile.KERNEL_TIME]
+    assert (kt[decompose.RUN_ID] >= 0).all() and (kt[decompose.PROVIDER] == profile.CPU_PROVIDER).all()
+    conv = kt[kt[decompose.NODE_NAME] == "conv1"].iloc[0]
+    assert conv[decompose.OP_TYPE] == "FusedConv" and conv[decompose.NODE_INDEX] >= 0
+    assert json.loads(conv[profile.OUTPUT_TYPE_SHAPE]) == [{"float": [1, 8, 32, 32]}]
 
 
 def test_trace_events_object_and_fence_provider_fill(tmp_path):
     run, _ = fenced_run(0.0, [("a", "Conv", CUDA, 5.0)])
     path = tmp_path / "p.json"
     path.write_text(json.dumps({"traceEvents": run}))
-    ev = E.load_profile(path)
-    fences = ev[ev[E.EVENT_KIND].isin([E.FENCE_BEFORE, E.FENCE_AFTER])]
-    assert len(fences) == 2 and (fences[P.PROVIDER] == CUDA).all() and (fences[P.NODE_INDEX] == 0).all()
+    ev = profile.load_profile(path)
+    fences = ev[ev[profile.EVENT_KIND].isin([profile.FENCE_BEFORE, profile.FENCE_AFTER])]
+    assert len(fences) == 2 and (fences[decompose.PROVIDER] == CUDA).all() and (fences[decompose.NODE_INDEX] == 0).all()
 
 
 def test_other_executor_names_count_as_execute():
@@ -110,9 +111,9 @@ def test_other_executor_names_count_as_execute():
     for e in run:
         if e["name"] == "SequentialExecutor::Execute":
             e["name"] = "ParallelExecutor::Execute"
-    ev = E.parse_events(run)
-    assert (ev[E.EVENT_KIND] == E.EXECUTE).sum() == 1
-    assert P.decompose(ev)[P.EXECUTE_US].notna().all()
+    ev = profile.parse_events(run)
+    assert (ev[profile.EVENT_KIND] == profile.EXECUTE).sum() == 1
+    assert decompose.decompose(ev)[decompose.EXECUTE_US].notna().all()
 
 
 @pytest.mark.parametrize("content, match", [
@@ -127,22 +128,22 @@ def test_bad_profile_files(tmp_path, content, match):
     path = tmp_path / "bad.json"
     path.write_text(content)
     with pytest.raises(HaseError, match=match):
-        E.load_profile(path)
+        profile.load_profile(path)
 
 
 def test_missing_profile_file(tmp_path):
     with pytest.raises(HaseError, match="not found"):
-        E.load_profile(tmp_path / "nope.json")
+        profile.load_profile(tmp_path / "nope.json")
 
 
 def test_wrong_dataframe_and_runless_profile():
     with pytest.raises(HaseError, match="lacks columns"):
-        P.decompose(pd.DataFrame({"name": ["x"]}))
-    ev = E.parse_events([_ev("Node", "a_kernel_time", 0.0, 5.0, {"op_name": "Relu"})])
+        decompose.decompose(pd.DataFrame({"name": ["x"]}))
+    ev = profile.parse_events([_ev("Node", "a_kernel_time", 0.0, 5.0, {"op_name": "Relu"})])
     with pytest.raises(HaseError, match="no model_run"):
-        P.decompose(ev)
+        decompose.decompose(ev)
     with pytest.raises(HaseError, match="skips all 4"):
-        P.decompose(E.load_profile(REAL["tiny_cnn"]), skip_runs=4)
+        decompose.decompose(profile.load_profile(REAL["tiny_cnn"]), skip_runs=4)
 
 
 # ---------------------------------------------------------------- golden: real ORT 1.32 CPU profiles
@@ -150,19 +151,22 @@ def test_wrong_dataframe_and_runless_profile():
 
 @pytest.mark.parametrize("name", sorted(REAL))
 def test_real_profile_identities(name):
-    ev = E.load_profile(REAL[name])
-    d = P.decompose(ev)
-    spans = P.node_spans(ev)
-    assert (spans[P.SPAN_SOURCE] == E.KERNEL_TIME).all()  # current CPU builds write no fences
-    assert np.allclose(d[P.MODEL_RUN_US], d[P.BEFORE_EXECUTE_US] + d[P.EXECUTE_US] + d[P.AFTER_EXECUTE_US])
-    assert np.allclose(d[P.MODEL_RUN_OUTSIDE_EXECUTE_US], d[P.BEFORE_EXECUTE_US] + d[P.AFTER_EXECUTE_US])
-    assert (d[P.EXECUTE_US] >= d[P.NODE_TIMELINE_SPAN_US]).all()
-    assert (d[P.BEFORE_EXECUTE_US] >= 0).all() and (d[P.AFTER_EXECUTE_US] >= 0).all()
-    assert (d[P.KERNEL_TIME_SUM_US] <= d[P.NODE_SPAN_SUM_US]).all()
-    assert (d[P.NODE_NON_KERNEL_US] == 0).all() and (d[P.NODE_OVERLAP_US] == 0).all()
-    assert np.allclose(d[P.NODE_TIMELINE_SPAN_US], d[P.KERNEL_TIME_SUM_US] + d[P.NODE_NON_KERNEL_US]
-                       + d[P.NODE_GAP_US] - d[P.NODE_OVERLAP_US])
-    assert (d[P.N_FENCED_NODES] == 0).all() and (d[P.N_MEMCPY_NODES] == 0).all()
+    ev = profile.load_profile(REAL[name])
+    d = decompose.decompose(ev)
+    spans = decompose.node_spans(ev)
+    assert (spans[decompose.SPAN_SOURCE] == profile.KERNEL_TIME).all()  # current CPU builds write no fences
+    assert np.allclose(d[decompose.MODEL_RUN_US],
+                       d[decompose.BEFORE_EXECUTE_US] + d[decompose.EXECUTE_US] + d[decompose.AFTER_EXECUTE_US])
+    assert np.allclose(d[decompose.MODEL_RUN_OUTSIDE_EXECUTE_US],
+                       d[decompose.BEFORE_EXECUTE_US] + d[decompose.AFTER_EXECUTE_US])
+    assert (d[decompose.EXECUTE_US] >= d[decompose.NODE_TIMELINE_SPAN_US]).all()
+    assert (d[decompose.BEFORE_EXECUTE_US] >= 0).all() and (d[decompose.AFTER_EXECUTE_US] >= 0).all()
+    assert (d[decompose.KERNEL_TIME_SUM_US] <= d[decompose.NODE_SPAN_SUM_US]).all()
+    assert (d[decompose.NODE_NON_KERNEL_US] == 0).all() and (d[decompose.NODE_OVERLAP_US] == 0).all()
+    assert np.allclose(d[decompose.NODE_TIMELINE_SPAN_US],
+                       d[decompose.KERNEL_TIME_SUM_US] + d[decompose.NODE_NON_KERNEL_US]
+                       + d[decompose.NODE_GAP_US] - d[decompose.NODE_OVERLAP_US])
+    assert (d[decompose.N_FENCED_NODES] == 0).all() and (d[decompose.N_MEMCPY_NODES] == 0).all()
 
 
 def test_real_profile_matches_raw_json():
@@ -173,44 +177,47 @@ def test_real_profile_matches_raw_json():
     inside = [e for e in raw if run["ts"] <= e["ts"] <= end]
     ex = next(e for e in inside if e["name"] == "SequentialExecutor::Execute")
     kernels = [e for e in inside if e["name"].endswith("_kernel_time")]
-    row = P.decompose(E.load_profile(REAL["tiny_cnn"])).set_index(P.RUN_ID).loc[2]
-    assert row[P.MODEL_RUN_US] == run["dur"] and row[P.EXECUTE_US] == ex["dur"]
-    assert row[P.BEFORE_EXECUTE_US] == ex["ts"] - run["ts"]
-    assert row[P.KERNEL_TIME_SUM_US] == sum(e["dur"] for e in kernels)
+    row = decompose.decompose(profile.load_profile(REAL["tiny_cnn"])).set_index(decompose.RUN_ID).loc[2]
+    assert row[decompose.MODEL_RUN_US] == run["dur"] and row[decompose.EXECUTE_US] == ex["dur"]
+    assert row[decompose.BEFORE_EXECUTE_US] == ex["ts"] - run["ts"]
+    assert row[decompose.KERNEL_TIME_SUM_US] == sum(e["dur"] for e in kernels)
     first, last = min(e["ts"] for e in kernels), max(e["ts"] + e["dur"] for e in kernels)
-    assert row[P.NODE_TIMELINE_SPAN_US] == last - first
-    assert row[P.N_NODES] == len(kernels) == 6
+    assert row[decompose.NODE_TIMELINE_SPAN_US] == last - first
+    assert row[decompose.N_NODES] == len(kernels) == 6
 
 
 def test_real_profile_breakdowns():
-    ev = E.load_profile(REAL["tiny_cnn"])
-    ops = P.op_type_totals(ev, skip_runs=1)
-    assert ops.iloc[0][P.OP_TYPE] == "FusedConv" and ops.iloc[0][P.N_NODES] == 2  # ORT fused Conv+Relu
-    assert ops[P.KERNEL_TIME_SHARE].sum() == pytest.approx(1.0)
-    top = P.top_nodes(ev, 2, skip_runs=1)
-    assert len(top) == 2 and top.iloc[0][P.SPAN_US] >= top.iloc[1][P.SPAN_US]
-    assert (top[P.N_RUNS] == 3).all()
-    prov = P.provider_counts(ev)
-    assert prov.to_dict("records")[0][P.PROVIDER] == E.CPU_PROVIDER and prov.iloc[0][P.N_NODES] == 6
-    s = P.summarize(P.decompose(ev, skip_runs=1))
-    assert s[P.N_RUNS] == 3 and s[P.MODEL_RUN_US] == P.decompose(ev, 1)[P.MODEL_RUN_US].median()
+    ev = profile.load_profile(REAL["tiny_cnn"])
+    ops = decompose.op_type_totals(ev, skip_runs=1)
+    assert ops.iloc[0][decompose.OP_TYPE] == "FusedConv" and ops.iloc[0][decompose.N_NODES] == 2  # ORT fused Conv+Relu
+    assert ops[decompose.KERNEL_TIME_SHARE].sum() == pytest.approx(1.0)
+    top = decompose.top_nodes(ev, 2, skip_runs=1)
+    assert len(top) == 2 and top.iloc[0][decompose.SPAN_US] >= top.iloc[1][decompose.SPAN_US]
+    assert (top[decompose.N_RUNS] == 3).all()
+    prov = decompose.provider_counts(ev)
+    assert prov.to_dict("records")[0][decompose.PROVIDER] == profile.CPU_PROVIDER
+    assert prov.iloc[0][decompose.N_NODES] == 6
+    s = decompose.summarize(decompose.decompose(ev, skip_runs=1))
+    assert s[decompose.N_RUNS] == 3
+    assert s[decompose.MODEL_RUN_US] == decompose.decompose(ev, 1)[decompose.MODEL_RUN_US].median()
 
 
 def test_real_subgraph_nodes_are_nested_and_counted_once():
-    ev = E.load_profile(REAL["if_subgraph"])
-    spans = P.node_spans(ev)
-    assert set(spans.loc[spans[P.NESTED], P.NODE_NAME]) == {"then_relu", "then_neg"}
-    d = P.decompose(ev)
-    top = spans[~spans[P.NESTED]]
-    assert (d[P.N_NODES] == 4).all() and (d[P.N_NESTED_NODES] == 2).all()
-    assert d[P.KERNEL_TIME_SUM_US].tolist() == top.groupby(P.RUN_ID)[P.KERNEL_TIME_US].sum().tolist()
-    outer = ev[ev[E.EVENT_KIND] == E.EXECUTE].groupby(P.RUN_ID)[P.DUR_US].max()
-    assert d[P.EXECUTE_US].tolist() == outer.tolist()  # the outer Execute, not the If's nested one
-    assert any("subgraphs" in f for f in diagnose(P.summarize(d), P.provider_counts(ev)))
+    ev = profile.load_profile(REAL["if_subgraph"])
+    spans = decompose.node_spans(ev)
+    assert set(spans.loc[spans[decompose.NESTED], decompose.NODE_NAME]) == {"then_relu", "then_neg"}
+    d = decompose.decompose(ev)
+    top = spans[~spans[decompose.NESTED]]
+    assert (d[decompose.N_NODES] == 4).all() and (d[decompose.N_NESTED_NODES] == 2).all()
+    per_run = top.groupby(decompose.RUN_ID)[decompose.KERNEL_TIME_US].sum()
+    assert d[decompose.KERNEL_TIME_SUM_US].tolist() == per_run.tolist()
+    outer = ev[ev[profile.EVENT_KIND] == profile.EXECUTE].groupby(decompose.RUN_ID)[decompose.DUR_US].max()
+    assert d[decompose.EXECUTE_US].tolist() == outer.tolist()  # the outer Execute, not the If's nested one
+    assert any("subgraphs" in f for f in diagnose(decompose.summarize(d), decompose.provider_counts(ev)))
 
 
 def test_warmup_finding_on_real_first_run():
-    ev = E.load_profile(REAL["tiny_cnn"])
+    ev = profile.load_profile(REAL["tiny_cnn"])
     assert any("--skip-runs 1" in f for f in analyze(ev, skip_runs=0).findings)
     assert not any("--skip-runs" in f for f in analyze(ev, skip_runs=1).findings)
 
@@ -219,21 +226,22 @@ def test_warmup_finding_on_real_first_run():
 
 
 def test_cuda_launch_vs_wait():
-    ev = E.parse_events(cuda_launch_wait_trace())
-    spans = P.node_spans(ev)
-    assert (spans[P.SPAN_SOURCE] == "fence").all()
-    conv = spans[spans[P.NODE_NAME] == "conv3"].iloc[0]
-    assert conv[P.KERNEL_TIME_US] == 5.0 and conv[P.SPAN_US] == 2.0 + 1.0 + 5.0 + 1.0 + 1.0
-    d = P.decompose(ev)
+    ev = profile.parse_events(cuda_launch_wait_trace())
+    spans = decompose.node_spans(ev)
+    assert (spans[decompose.SPAN_SOURCE] == "fence").all()
+    conv = spans[spans[decompose.NODE_NAME] == "conv3"].iloc[0]
+    assert conv[decompose.KERNEL_TIME_US] == 5.0 and conv[decompose.SPAN_US] == 2.0 + 1.0 + 5.0 + 1.0 + 1.0
+    d = decompose.decompose(ev)
     n = 24
-    assert (d[P.N_NODES] == n).all() and (d[P.N_MEMCPY_NODES] == 2).all() and (d[P.N_FENCED_NODES] == n).all()
-    assert (d[P.NODE_NON_KERNEL_US] == n * 5.0).all() and (d[P.NODE_GAP_US] == (n - 1) * 3.0).all()
-    assert (d[P.EXECUTE_OUTSIDE_NODES_US] == 2.0).all() and (d[P.AFTER_EXECUTE_US] == 229_000.0).all()
-    prov = P.provider_counts(ev).set_index(P.PROVIDER)[P.N_NODES].to_dict()
-    assert prov == {CUDA: 22, E.CPU_PROVIDER: 2}
-    summary = P.summarize(d)
-    findings = diagnose(summary, P.provider_counts(ev))
-    share = summary[P.AFTER_EXECUTE_US] / summary[P.MODEL_RUN_US]
+    assert (d[decompose.N_NODES] == n).all() and (d[decompose.N_MEMCPY_NODES] == 2).all()
+    assert (d[decompose.N_FENCED_NODES] == n).all()
+    assert (d[decompose.NODE_NON_KERNEL_US] == n * 5.0).all() and (d[decompose.NODE_GAP_US] == (n - 1) * 3.0).all()
+    assert (d[decompose.EXECUTE_OUTSIDE_NODES_US] == 2.0).all() and (d[decompose.AFTER_EXECUTE_US] == 229_000.0).all()
+    prov = decompose.provider_counts(ev).set_index(decompose.PROVIDER)[decompose.N_NODES].to_dict()
+    assert prov == {CUDA: 22, profile.CPU_PROVIDER: 2}
+    summary = decompose.summarize(d)
+    findings = diagnose(summary, decompose.provider_counts(ev))
+    share = summary[decompose.AFTER_EXECUTE_US] / summary[decompose.MODEL_RUN_US]
     assert "CUDA EP: kernel_time is CPU launch time" in findings[0]
     assert f"{share:.0%} of model_run is after Execute, i.e. waiting for the GPU" in findings[0]
     assert any("2 nodes fell back to CPUExecutionProvider" in f for f in findings)
@@ -242,46 +250,48 @@ def test_cuda_launch_vs_wait():
 
 def test_cuda_without_wait_still_warns_about_launch_time():
     run, _ = fenced_run(0.0, [("a", "Conv", CUDA, 500.0)], after=5.0)
-    ev = E.parse_events(run)
-    findings = diagnose(P.summarize(P.decompose(ev)), P.provider_counts(ev))
+    ev = profile.parse_events(run)
+    findings = diagnose(decompose.summarize(decompose.decompose(ev)), decompose.provider_counts(ev))
     assert "kernel_time is CPU launch time" in findings[0] and "waiting for the GPU" not in findings[0]
 
 
 def test_older_cpu_trace_with_fences():
-    nodes = [("conv", "Conv", E.CPU_PROVIDER, 300.0), ("relu", "Relu", E.CPU_PROVIDER, 20.0)]
+    nodes = [("conv", "Conv", profile.CPU_PROVIDER, 300.0), ("relu", "Relu", profile.CPU_PROVIDER, 20.0)]
     run0, t = fenced_run(0.0, nodes, fence_before=4.0, fence_after=2.0, gap=6.0)
     run1, _ = fenced_run(t + 50.0, nodes, fence_before=4.0, fence_after=2.0, gap=6.0)
-    ev = E.parse_events(run0 + run1)
-    d = P.decompose(ev)
-    assert (d[P.KERNEL_TIME_SUM_US] == 320.0).all() and (d[P.NODE_NON_KERNEL_US] == 2 * 8.0).all()
-    assert (d[P.NODE_SPAN_SUM_US] == 336.0).all() and (d[P.NODE_GAP_US] == 6.0).all()
-    assert (d[P.NODE_TIMELINE_SPAN_US] == 342.0).all()
-    summary = P.node_summary(ev)
-    assert summary.set_index(P.NODE_NAME).loc["conv", P.SPAN_US] == 308.0
-    findings = diagnose(P.summarize(d), P.provider_counts(ev))
+    ev = profile.parse_events(run0 + run1)
+    d = decompose.decompose(ev)
+    assert (d[decompose.KERNEL_TIME_SUM_US] == 320.0).all() and (d[decompose.NODE_NON_KERNEL_US] == 2 * 8.0).all()
+    assert (d[decompose.NODE_SPAN_SUM_US] == 336.0).all() and (d[decompose.NODE_GAP_US] == 6.0).all()
+    assert (d[decompose.NODE_TIMELINE_SPAN_US] == 342.0).all()
+    summary = decompose.node_summary(ev)
+    assert summary.set_index(decompose.NODE_NAME).loc["conv", decompose.SPAN_US] == 308.0
+    findings = diagnose(decompose.summarize(d), decompose.provider_counts(ev))
     assert not any("no fence events" in f for f in findings)
 
 
 def test_overlapping_nodes_use_the_union():
     """Parallel executor: nodes on two threads overlap; gaps are idle time, overlap is subtracted."""
     ev = [_ev("Session", "model_run", 0.0, 300.0), _ev("Session", "SequentialExecutor::Execute", 5.0, 250.0),
-          _ev("Node", "a_kernel_time", 10.0, 100.0, {"op_name": "MatMul", "provider": E.CPU_PROVIDER}, tid=1),
-          _ev("Node", "b_kernel_time", 60.0, 100.0, {"op_name": "MatMul", "provider": E.CPU_PROVIDER}, tid=2),
-          _ev("Node", "c_kernel_time", 210.0, 10.0, {"op_name": "Add", "provider": E.CPU_PROVIDER}, tid=1)]
-    d = P.decompose(E.parse_events(ev)).iloc[0]
-    assert d[P.NODE_TIMELINE_SPAN_US] == 210.0 and d[P.N_NODES] == 3 and d[P.N_NESTED_NODES] == 0
-    assert d[P.NODE_GAP_US] == 50.0 and d[P.NODE_OVERLAP_US] == 50.0
-    gaps = P.node_gaps(E.parse_events(ev))
-    assert gaps.to_dict("records") == [{P.RUN_ID: 0, P.TS_US: 160.0, P.DUR_US: 50.0, P.AFTER_NODE: "b",
-                                        P.BEFORE_NODE: "c"}]
+          _ev("Node", "a_kernel_time", 10.0, 100.0, {"op_name": "MatMul", "provider": profile.CPU_PROVIDER}, tid=1),
+          _ev("Node", "b_kernel_time", 60.0, 100.0, {"op_name": "MatMul", "provider": profile.CPU_PROVIDER}, tid=2),
+          _ev("Node", "c_kernel_time", 210.0, 10.0, {"op_name": "Add", "provider": profile.CPU_PROVIDER}, tid=1)]
+    d = decompose.decompose(profile.parse_events(ev)).iloc[0]
+    assert d[decompose.NODE_TIMELINE_SPAN_US] == 210.0 and d[decompose.N_NODES] == 3
+    assert d[decompose.N_NESTED_NODES] == 0
+    assert d[decompose.NODE_GAP_US] == 50.0 and d[decompose.NODE_OVERLAP_US] == 50.0
+    gaps = decompose.node_gaps(profile.parse_events(ev))
+    assert gaps.to_dict("records") == [{decompose.RUN_ID: 0, decompose.TS_US: 160.0, decompose.DUR_US: 50.0,
+                                        decompose.AFTER_NODE: "b",
+                                        decompose.BEFORE_NODE: "c"}]
 
 
 def test_repeated_node_in_one_run_is_summed():
     """A Loop body node runs several times per run: `call` numbers them and node_summary sums them."""
-    run, _ = fenced_run(0.0, [("body", "Add", E.CPU_PROVIDER, 10.0)] * 3, fences=False)
-    spans = P.node_spans(E.parse_events(run))
-    assert spans[P.CALL].tolist() == [0, 1, 2]
-    assert P.node_summary(E.parse_events(run)).iloc[0][P.KERNEL_TIME_US] == 30.0
+    run, _ = fenced_run(0.0, [("body", "Add", profile.CPU_PROVIDER, 10.0)] * 3, fences=False)
+    spans = decompose.node_spans(profile.parse_events(run))
+    assert spans[decompose.CALL].tolist() == [0, 1, 2]
+    assert decompose.node_summary(profile.parse_events(run)).iloc[0][decompose.KERNEL_TIME_US] == 30.0
 
 
 # ---------------------------------------------------------------- profile_model and the CLI
@@ -304,9 +314,9 @@ def test_profile_model_skips_warmup(tmp_path):
                            input_shapes={"x": (2, 3, 16, 16)}, workdir=tmp_path / "wd")
     assert result.profile_path.parent == tmp_path / "wd" and result.skip_runs == 2
     assert result.wall.n == 3 and result.wall.median_ms > 0
-    d = P.decompose(result.events, result.skip_runs)
-    assert d[P.RUN_ID].tolist() == [2, 3, 4] and (d[P.N_NODES] >= 2).all()
-    assert result.metadata["execution_provider"] == E.CPU_PROVIDER
+    d = decompose.decompose(result.events, result.skip_runs)
+    assert d[decompose.RUN_ID].tolist() == [2, 3, 4] and (d[decompose.N_NODES] >= 2).all()
+    assert result.metadata["execution_provider"] == profile.CPU_PROVIDER
 
 
 def test_cli_profiles_a_model(tmp_path, capsys):
@@ -331,10 +341,10 @@ def test_cli_json(tmp_path, capsys):
     assert rc == 0 and out_trace.is_file() and report["trace"] == str(out_trace)
     assert report["n_runs"] == 2 and report["skip_runs"] == 1 and report["wall_ms"]["n"] == 2
     dec = report["decomposition_us"]
-    assert dec[P.MODEL_RUN_US] == pytest.approx(
-        dec[P.BEFORE_EXECUTE_US] + dec[P.EXECUTE_US] + dec[P.AFTER_EXECUTE_US], abs=1.0)
-    assert isinstance(dec[P.N_NODES], (int, float)) and len(report["decomposition_per_run"]) == 2
-    assert report["providers"][0][P.PROVIDER] == E.CPU_PROVIDER and isinstance(report["findings"], list)
+    assert dec[decompose.MODEL_RUN_US] == pytest.approx(
+        dec[decompose.BEFORE_EXECUTE_US] + dec[decompose.EXECUTE_US] + dec[decompose.AFTER_EXECUTE_US], abs=1.0)
+    assert isinstance(dec[decompose.N_NODES], (int, float)) and len(report["decomposition_per_run"]) == 2
+    assert report["providers"][0][decompose.PROVIDER] == profile.CPU_PROVIDER and isinstance(report["findings"], list)
 
 
 def test_cli_reads_a_profile_and_its_own_trace(tmp_path, capsys):

@@ -13,10 +13,10 @@ from conftest import conv_bn_relu_model, exported_model
 
 from hase.cli import main
 from hase.errors import HaseError
-from hase.profiling import decompose as P
+from hase.profiling import decompose
 from hase.profiling.findings import noise_finding
 from hase.profiling.run import OP_TOTALS_TOLERANCE, analyze, op_totals_note, profile_model
-from hase.runtime import profile as E
+from hase.runtime import profile
 from hase.runtime.types import EPConfig
 
 FAST = ["--runs", "3", "--warmup", "1"]
@@ -64,11 +64,12 @@ def test_keep_profile_keeps_the_profile_and_the_trace_beside_it(in_empty_dir, ca
     model, tmp = in_empty_dir
     assert main(["profile", str(model), *FAST, flag, "kept", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    profile, trace = Path(report["profile"]), Path(report["trace"])
-    assert profile.parent == trace.parent == Path("kept") and profile.name.startswith("m_")
-    assert trace.name == profile.stem + ".hase_trace.json"
-    assert sorted(p.name for p in Path("kept").iterdir()) == sorted([profile.name, trace.name])
-    assert len(E.load_profile(profile)[lambda d: d[E.EVENT_KIND] == E.MODEL_RUN]) == 4  # warm-up + runs
+    profile_file, trace = Path(report["profile"]), Path(report["trace"])
+    assert profile_file.parent == trace.parent == Path("kept") and profile_file.name.startswith("m_")
+    assert trace.name == profile_file.stem + ".hase_trace.json"
+    assert sorted(p.name for p in Path("kept").iterdir()) == sorted([profile_file.name, trace.name])
+    events = profile.load_profile(profile_file)
+    assert len(events[events[profile.EVENT_KIND] == profile.MODEL_RUN]) == 4  # warm-up + runs
     assert not list(tmp.iterdir())
 
 
@@ -95,17 +96,18 @@ def _runs(node_us: list[list[float]]) -> pd.DataFrame:
         start = t + 2.0
         for i, dur in enumerate(durations):
             events.append({"cat": "Node", "name": f"n{i}_kernel_time", "ph": "X", "ts": start, "dur": dur, "pid": 1,
-                           "tid": 1, "args": {"op_name": f"Op{i}", "provider": E.CPU_PROVIDER, "node_index": str(i)}})
+                           "tid": 1,
+                           "args": {"op_name": f"Op{i}", "provider": profile.CPU_PROVIDER, "node_index": str(i)}})
             start += dur
         t += total + 100.0
-    return E.parse_events(events)
+    return profile.parse_events(events)
 
 
 def test_slowdowns_on_different_nodes_are_explained():
     """The docstring's example: two 1 ms nodes, each slowed to 9 ms in a different one of three runs."""
     events = _runs([[9000.0, 1000.0], [1000.0, 9000.0], [1000.0, 1000.0]])
     a = analyze(events)
-    assert a.op_types[P.KERNEL_TIME_US].sum() == 2000.0 and a.summary[P.KERNEL_TIME_SUM_US] == 10000.0
+    assert a.op_types[decompose.KERNEL_TIME_US].sum() == 2000.0 and a.summary[decompose.KERNEL_TIME_SUM_US] == 10000.0
     assert "2.000 ms" in a.op_types_note and "10.000 ms" in a.op_types_note
     assert "80% lower because medians do not add up" in a.op_types_note
     assert "runs 2.000 to 10.000 ms" in a.op_types_note
@@ -113,18 +115,18 @@ def test_slowdowns_on_different_nodes_are_explained():
 
 def test_steady_runs_add_up_without_an_excuse():
     a = analyze(_runs([[1000.0, 500.0]] * 3))
-    assert a.op_types[P.KERNEL_TIME_US].sum() == a.summary[P.KERNEL_TIME_SUM_US] == 1500.0
+    assert a.op_types[decompose.KERNEL_TIME_US].sum() == a.summary[decompose.KERNEL_TIME_SUM_US] == 1500.0
     assert "medians do not add up" not in a.op_types_note and "1.500 ms" in a.op_types_note
 
 
 def test_op_totals_note_checks_its_tables():
     with pytest.raises(HaseError, match="op_types"):
-        op_totals_note(pd.DataFrame({"x": [1]}), pd.DataFrame({P.KERNEL_TIME_SUM_US: [1.0]}))
+        op_totals_note(pd.DataFrame({"x": [1]}), pd.DataFrame({decompose.KERNEL_TIME_SUM_US: [1.0]}))
 
 
 def test_noise_finding_names_the_spread():
-    steady = pd.DataFrame({P.MODEL_RUN_US: [1000.0, 1010.0, 990.0, 1005.0]})
-    busy = pd.DataFrame({P.MODEL_RUN_US: [1000.0, 1100.0, 9000.0, 12000.0, 1050.0]})
+    steady = pd.DataFrame({decompose.MODEL_RUN_US: [1000.0, 1010.0, 990.0, 1005.0]})
+    busy = pd.DataFrame({decompose.MODEL_RUN_US: [1000.0, 1100.0, 9000.0, 12000.0, 1050.0]})
     assert noise_finding(steady) == [] and noise_finding(steady.head(2)) == []
     (finding,) = noise_finding(busy)
     assert "from 1.000 to 12.000 ms over the 5 runs" in finding and "the machine was busy" in finding
@@ -137,17 +139,17 @@ def test_real_model_per_op_total_matches_or_is_explained():
     sum within the tolerance or the note says by how much and why."""
     result = profile_model(exported_model("hf_bert_tiny_s64_b2"), EPConfig(), runs=7, warmup=2)
     a = analyze(result.events, result.skip_runs)
-    rows = float(a.op_types[P.KERNEL_TIME_US].sum())
-    nodes = P.node_summary(result.events, result.skip_runs)
-    assert rows == pytest.approx(float(nodes[~nodes[P.NESTED]][P.KERNEL_TIME_US].sum()))
-    total = float(a.summary[P.KERNEL_TIME_SUM_US])
-    assert total == pytest.approx(float(a.per_run[P.KERNEL_TIME_SUM_US].median()))
+    rows = float(a.op_types[decompose.KERNEL_TIME_US].sum())
+    nodes = decompose.node_summary(result.events, result.skip_runs)
+    assert rows == pytest.approx(float(nodes[~nodes[decompose.NESTED]][decompose.KERNEL_TIME_US].sum()))
+    total = float(a.summary[decompose.KERNEL_TIME_SUM_US])
+    assert total == pytest.approx(float(a.per_run[decompose.KERNEL_TIME_SUM_US].median()))
     assert f"{rows / 1e3:.3f} ms" in a.op_types_note and f"{total / 1e3:.3f} ms" in a.op_types_note
     if abs(rows - total) > OP_TOTALS_TOLERANCE * total:
         assert f"{abs(rows - total) / total:.0%}" in a.op_types_note and "medians do not add up" in a.op_types_note
     else:
         assert "medians do not add up" not in a.op_types_note
-    assert len(a.op_types) == 15 and "SkipLayerNormalization" in set(a.op_types[P.OP_TYPE])
+    assert len(a.op_types) == 15 and "SkipLayerNormalization" in set(a.op_types[decompose.OP_TYPE])
 
 
 def test_cli_table_has_a_total_row_and_the_note(tmp_path, capsys):
@@ -155,9 +157,11 @@ def test_cli_table_has_a_total_row_and_the_note(tmp_path, capsys):
     trace = tmp_path / "p.json"
     durations = [[100.0 * (i + 1) for i in range(17)]] * 3
     records = _runs(durations)  # parse, then write back the raw events the CLI reads
-    raw = [{"cat": r[E.CAT], "name": r[E.NAME], "ph": "X", "ts": r[E.TS_US], "dur": r[E.DUR_US], "pid": 1, "tid": 1,
-            "args": {} if r[E.CAT] == "Session" else {"op_name": r[E.OP_TYPE], "provider": E.CPU_PROVIDER,
-                                                       "node_index": str(r[E.NODE_INDEX])}}
+    raw = [{"cat": r[profile.CAT], "name": r[profile.NAME], "ph": "X", "ts": r[profile.TS_US], "dur": r[profile.DUR_US],
+            "pid": 1, "tid": 1,
+            "args": {} if r[profile.CAT] == "Session" else {"op_name": r[profile.OP_TYPE],
+                                                            "provider": profile.CPU_PROVIDER,
+                                                       "node_index": str(r[profile.NODE_INDEX])}}
            for r in records.to_dict("records")]
     trace.write_text(json.dumps(raw))
     assert main(["profile", "--trace", str(trace), "--out-trace", str(tmp_path / "t.json")]) == 0

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from hase.errors import HaseError, first_line
-from hase.profiling.gpu import records as R
+from hase.profiling.gpu import records
 
 log = logging.getLogger(__name__)
 
@@ -85,12 +85,12 @@ class CuptiRecorder:
         CuptiRecorder._active = self
         return self
 
-    def clock(self, profile_start_ns: int) -> R.ClockSync:
+    def clock(self, profile_start_ns: int) -> records.ClockSync:
         """The clock pair for this recording, read now (`profile_start_ns`: the session's
         `get_profiling_start_time_ns()`)."""
         cupti_ns = int(self._cupti.get_timestamp())
         wall_ns = time.time_ns()
-        return R.ClockSync(cupti_ns=cupti_ns, wall_ns=wall_ns, profile_start_ns=int(profile_start_ns))
+        return records.ClockSync(cupti_ns=cupti_ns, wall_ns=wall_ns, profile_start_ns=int(profile_start_ns))
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -121,14 +121,14 @@ class CuptiRecorder:
         if not self.first_error:
             self.first_error = message
 
-    def recording(self, clock: R.ClockSync) -> R.GpuRecording:
+    def recording(self, clock: records.ClockSync) -> records.GpuRecording:
         """The records, the clock pair and the callback errors, as one `GpuRecording`."""
-        return R.GpuRecording(self.records(), clock, self.callback_errors, self.first_error)
+        return records.GpuRecording(self.records(), clock, self.callback_errors, self.first_error)
 
     def records(self) -> pd.DataFrame:
         """Every record received, in the records DataFrame layout (`hase.profiling.gpu.records`)."""
         if not self._frames:
-            return pd.DataFrame(columns=list(R.RECORD_COLUMNS))
+            return pd.DataFrame(columns=list(records.RECORD_COLUMNS))
         return pd.concat(self._frames, ignore_index=True)
 
 
@@ -144,7 +144,7 @@ def _buffer_completed(activities: list[Any]) -> None:
         log.debug("CUPTI delivered a buffer with no recorder active; dropped")
         return
     try:
-        rec.add(R.records_frame(activities, _api_name))
+        rec.add(records.records_frame(activities, _api_name))
     except Exception as exc:  # never raise into CUPTI's thread
         rec.error(f"{type(exc).__name__}: {first_line(exc)}")
 
@@ -153,7 +153,7 @@ def _buffer_completed(activities: list[Any]) -> None:
 def _api_name(kind: str, cbid: int) -> str:
     """`cudaLaunchKernel`, `cuLaunchKernelEx`, ... from CUPTI's callback id."""
     c = cupti_module()
-    domain = c.CallbackDomain.RUNTIME_API if kind == R.RUNTIME else c.CallbackDomain.DRIVER_API
+    domain = c.CallbackDomain.RUNTIME_API if kind == records.RUNTIME else c.CallbackDomain.DRIVER_API
     try:
         return str(c.get_callback_name(domain, cbid))
     except Exception:  # an id this CUPTI cannot name: keep the number

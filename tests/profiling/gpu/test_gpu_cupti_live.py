@@ -8,7 +8,7 @@ import onnx
 import pytest
 from gpu_support import CUDA_EP, require_cupti
 
-from hase.profiling.gpu import attribute as A
+from hase.profiling.gpu import attribute
 from hase.profiling.run import analyze, profile_model
 from hase.zoo.build import build_model
 from hase.zoo.registry import get_family
@@ -27,7 +27,7 @@ def test_node_gpu_time_adds_up_to_busy_time(tmp_path: Path, batch: int):
     gpu = analyze(res.events, res.skip_runs, gpu=res.gpu).gpu
     assert gpu is not None
     runs = gpu.runs.median(numeric_only=True)
-    node_sum = float(gpu.nodes[A.GPU_BUSY_US].sum())
-    assert node_sum == pytest.approx(float(runs[A.GPU_BUSY_US]), rel=0.05)
-    assert (gpu.activities[A.LAUNCH_TID] >= 0).mean() > 0.95  # launches matched to their API records
-    assert gpu.verdict.label in (A.CPU_BOUND, A.GPU_BOUND, A.BALANCED)
+    node_sum = float(gpu.nodes[attribute.GPU_BUSY_US].sum())
+    assert node_sum == pytest.approx(float(runs[attribute.GPU_BUSY_US]), rel=0.05)
+    assert (gpu.activities[attribute.LAUNCH_TID] >= 0).mean() > 0.95  # launches matched to their API records
+    assert gpu.verdict.label in (attribute.CPU_BOUND, attribute.GPU_BOUND, attribute.BALANCED)

@@ -19,9 +19,7 @@ import pytest
 from cupti_cases import CLOCK, api, cuda_profile, kernel
 
 from hase.profiling import run as run_mod
-from hase.profiling.gpu import attribute as A
-from hase.profiling.gpu import cupti
-from hase.profiling.gpu import records as R
+from hase.profiling.gpu import attribute, cupti, records
 from hase.runtime.profile import parse_events
 from hase.runtime.types import EPConfig
 
@@ -29,8 +27,8 @@ MODEL = Path(__file__).parents[2] / "data" / "models" / "hf_bert_tiny_s64_b2.onn
 FALLBACK = "falls back to ORT's kernel_time spans"
 
 
-def _recording(recs: list[Any], errors: int = 0, first: str = "") -> R.GpuRecording:
-    return R.GpuRecording(R.records_frame(recs), CLOCK, errors, first)
+def _recording(recs: list[Any], errors: int = 0, first: str = "") -> records.GpuRecording:
+    return records.GpuRecording(records.records_frame(recs), CLOCK, errors, first)
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -39,10 +37,10 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 def test_a_good_recording_is_attributed() -> None:
     events, recs = cuda_profile()
-    assert A.recording_problem(_recording(recs)) == ""
-    got = A.attribute_or_fallback(parse_events(events), _recording(recs))
+    assert attribute.recording_problem(_recording(recs)) == ""
+    got = attribute.attribute_or_fallback(parse_events(events), _recording(recs))
     assert got is not None and set(got.nodes["node_name"]) == {"conv", "gemm"}
-    assert A.attribute_or_fallback(parse_events(events), None) is None
+    assert attribute.attribute_or_fallback(parse_events(events), None) is None
 
 
 @pytest.mark.parametrize(("recs", "errors", "why"), [
@@ -55,7 +53,7 @@ def test_no_gpu_work_or_callback_errors_fall_back_with_one_warning_line(
     events, good = cuda_profile()
     rec = _recording(good if recs == "all" else recs, errors, "KeyError: 'x'" if errors else "")
     with caplog.at_level(logging.WARNING):
-        assert A.attribute_or_fallback(parse_events(events), rec) is None
+        assert attribute.attribute_or_fallback(parse_events(events), rec) is None
     [line] = _warnings(caplog)
     assert "\n" not in line and FALLBACK in line
     assert re.search(why, line)
@@ -72,7 +70,7 @@ def test_an_exception_in_the_buffer_callback_is_counted_not_raised() -> None:
         cupti.CuptiRecorder._active = None
     got = rec.recording(CLOCK)
     assert len(got.records) == 1 and got.callback_errors == 2 and got.first_error.startswith("AttributeError")
-    assert "could not be read" in A.recording_problem(got)
+    assert "could not be read" in attribute.recording_problem(got)
 
 
 def test_a_failed_flush_is_counted_and_the_recorder_still_closes() -> None:
@@ -97,11 +95,11 @@ def test_a_failed_flush_is_counted_and_the_recorder_still_closes() -> None:
 class EmptyRecorder:
     """A recorder that recorded nothing: what a CUPTI whose buffers never arrive leaves."""
 
-    def clock(self, profile_start_ns: int) -> R.ClockSync:
+    def clock(self, profile_start_ns: int) -> records.ClockSync:
         return CLOCK
 
-    def recording(self, clock: R.ClockSync) -> R.GpuRecording:
-        return R.GpuRecording(pd.DataFrame(columns=list(R.RECORD_COLUMNS)), clock)
+    def recording(self, clock: records.ClockSync) -> records.GpuRecording:
+        return records.GpuRecording(pd.DataFrame(columns=list(records.RECORD_COLUMNS)), clock)
 
 
 def test_profile_model_drops_a_failed_recording_and_keeps_the_kernel_time_spans(

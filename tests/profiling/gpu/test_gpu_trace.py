@@ -12,11 +12,11 @@ from rich.console import Console
 
 from hase.cli import main
 from hase.commands import profile as profile_command
-from hase.profiling.gpu import attribute as A
+from hase.profiling.gpu import attribute
 from hase.profiling.gpu.records import GpuRecording, records_frame
 from hase.profiling.perfetto import GPU_PID, to_chrome_trace
 from hase.profiling.run import analyze
-from hase.runtime import profile as E
+from hase.runtime import profile
 from hase.runtime.profile import parse_events
 
 
@@ -49,8 +49,8 @@ def test_trace_read_back_ignores_the_gpu_events(tmp_path):
     ev, a = _analysis()
     path = tmp_path / "t.json"
     path.write_text(json.dumps(to_chrome_trace(ev, gpu=a.gpu)))
-    back = E.load_profile(path)
-    assert len(back) == len(ev) and set(back[E.CAT]) == set(ev[E.CAT])
+    back = profile.load_profile(path)
+    assert len(back) == len(ev) and set(back[profile.CAT]) == set(ev[profile.CAT])
 
 
 def test_profile_output_shows_the_gpu_table_and_verdict():
@@ -63,7 +63,7 @@ def test_profile_output_shows_the_gpu_table_and_verdict():
     assert "nodes by GPU time (CUPTI" in text and "gpu-bound" in text and "conv" in text
     assert any("CUPTI: gpu-bound" in f for f in a.findings)
     report = profile_command._report(a, None, None, None, {})
-    assert report["gpu"]["verdict"]["label"] == A.GPU_BOUND
+    assert report["gpu"]["verdict"]["label"] == attribute.GPU_BOUND
     assert {n["node_name"] for n in report["gpu"]["nodes"]} == {"conv", "gemm"}
     json.dumps(report, allow_nan=False)
 
