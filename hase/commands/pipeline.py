@@ -23,6 +23,7 @@ from hase.pipeline.spec import (
     PipelineSpec,
 )
 from hase.pipeline.summary import PipelineSummary, headline_lines
+from hase.tables import percent
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -183,10 +184,8 @@ def _cell(v: object, col: str) -> str:
     if isinstance(v, float):
         if math.isnan(v):
             return "–"
-        return _pct(v) if col.endswith(("_util", "_coverage")) else f"{v:.3f}"
+        return percent(v) if col.endswith(("_util", "_coverage")) else f"{v:.3f}"
     return escape(str(v))
 
 
-def _pct(v: float) -> str:
-    return "–" if math.isnan(v) else f"{v:.0%}"
 

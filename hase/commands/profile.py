@@ -35,6 +35,7 @@ from hase.profiling.perfetto import to_chrome_trace, write_chrome_trace
 from hase.profiling.run import ProfileAnalysis, ProfileResult, analyze, profile_folder, profile_model
 from hase.runtime.profile import load_profile
 from hase.runtime.types import EPConfig, Timing
+from hase.tables import percent
 
 TRACE_SUFFIX = ".hase_trace.json"
 OP_ROWS = 15  # op types listed in the per-op table; the others are folded into one row
@@ -206,16 +207,16 @@ def _print(console: Console, a: ProfileAnalysis, profile: Path | None, trace: Pa
     console.print(_frame_table("Per op type (sum of per-node medians)", _op_rows(a.op_types, OP_ROWS), [
         ("op type", decompose.OP_TYPE, str), *provider, ("nodes", decompose.N_NODES, _count),
         ("kernel ms", decompose.KERNEL_TIME_US, _ms),
-        ("span ms", decompose.SPAN_US, _ms), ("share", decompose.KERNEL_TIME_SHARE, _pct)], footer_rows=1))
+        ("span ms", decompose.SPAN_US, _ms), ("share", decompose.KERNEL_TIME_SHARE, _share)], footer_rows=1))
     console.print(a.op_types_note, markup=False, style="dim")
     console.print(_frame_table(f"Top {len(a.top)} nodes by span", a.top, [
         ("node", decompose.NODE_NAME, _tail), ("op type", decompose.OP_TYPE, str), *provider,
         ("span ms", decompose.SPAN_US, _ms),
-        ("kernel ms", decompose.KERNEL_TIME_US, _ms), ("share", decompose.KERNEL_TIME_SHARE, _pct)]))
+        ("kernel ms", decompose.KERNEL_TIME_US, _ms), ("share", decompose.KERNEL_TIME_SHARE, _share)]))
     providers = _frame_table("Providers", a.providers, [
         ("provider", decompose.PROVIDER, str), ("nodes", decompose.N_NODES, _count),
         ("kernel ms", decompose.KERNEL_TIME_US, _ms),
-        ("share", decompose.KERNEL_TIME_SHARE, _pct)])
+        ("share", decompose.KERNEL_TIME_SHARE, _share)])
     providers.caption = f"Memcpy nodes per run: {int(a.summary[decompose.N_MEMCPY_NODES])}"
     console.print(providers)
     if a.gpu is not None:
@@ -260,7 +261,7 @@ def _decomposition_table(summary: pd.Series, wall: Timing | None) -> Table:
         value = float(summary[key])
         if key == decompose.NODE_OVERLAP_US and not value:
             continue
-        share = _pct(value / run) if run > 0 and math.isfinite(value) else ""
+        share = _share(value / run) if run > 0 and math.isfinite(value) else ""
         table.add_row(label, _ms(value), share, meaning)
     if wall is not None:
         table.add_row("session.run wall clock", f"{wall.median_ms:.3f}", "",
@@ -308,5 +309,5 @@ def _count(n: float) -> str:
     return str(int(n))
 
 
-def _pct(frac: float) -> str:
-    return f"{frac:.1%}"
+def _share(frac: float) -> str:
+    return percent(frac, 1)

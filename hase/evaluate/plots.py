@@ -157,7 +157,7 @@ def _op_error(ax: Axes, ev: Evaluation) -> None:
     k = k.iloc[::-1]  # barh draws bottom-up: largest on top
     ax.barh(k["key"].astype(str), k["rmse_ms"], color="tab:orange")
     for y, (r, p, n) in enumerate(zip(k["rmse_ms"], k["rmspe"], k["n"], strict=True)):
-        ax.text(r, y, f" {_pct(p)}, n={n}", va="center", fontsize=7)
+        ax.text(r, y, f" {_rmspe_label(p)}, n={n}", va="center", fontsize=7)
     ax.set_xlim(0, float(k["rmse_ms"].max()) * 1.4)
     ax.set(xlabel="held-out kernel RMSE (ms)")
     ax.tick_params(axis="y", labelsize=7)
@@ -171,7 +171,7 @@ def _horizontal() -> dict[str, Any]:
     return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
 
 
-def _pct(p: float) -> str:
+def _rmspe_label(p: float) -> str:
     return f"RMSPE {p:.0f} %" if pd.notna(p) else "RMSPE —"
 
 

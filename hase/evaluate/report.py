@@ -31,6 +31,7 @@ from hase.predict.crossval import CALIBRATION, SPLIT, TARGET
 from hase.predict.metrics import SCORE_COLUMNS, Scores
 from hase.predict.noise import busy_note
 from hase.predict.predictor import KEY
+from hase.tables import percent
 
 
 @dataclass(frozen=True)
@@ -93,12 +94,8 @@ def _num(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else str(v)
 
 
-def _pct(x: float) -> str:
-    return f"{x:.0%}" if np.isfinite(x) else "—"
-
-
 def _fit(s: Scores) -> str:
-    return f"±10 % {_pct(s.acc10)}, RMSPE {s.rmspe:.1f} % over {s.n} models" if s.n else "no models to score"
+    return f"±10 % {percent(s.acc10)}, RMSPE {s.rmspe:.1f} % over {s.n} models" if s.n else "no models to score"
 
 
 def headline_lines(ev: Evaluation) -> list[str]:
@@ -112,7 +109,7 @@ def headline_lines(ev: Evaluation) -> list[str]:
         f"- device `{ev.device}`, target `{ev.target}`, calibration `{ev.calibration}` "
         f"(α={cal.alpha:.4f}, β={cal.beta:.4f} ms, γ={cal.gamma * 1e3:.2f} µs/kernel); "
         f"{h.n_models} models, {h.n_families} families",
-        f"- held-out families (leave-family-out): ±10 % accuracy **{_pct(ho.acc10)}**, ±5 % {_pct(ho.acc5)}, "
+        f"- held-out families (leave-family-out): ±10 % accuracy **{percent(ho.acc10)}**, ±5 % {percent(ho.acc5)}, "
         f"RMSPE **{ho.rmspe:.1f} %** over {ho.n} models (targets: ≥ {TARGET_ACC10:.0%}, ≤ {TARGET_RMSPE:g} %)",
         exported,
         f"- in-sample (train): {_fit(h.train)}",
@@ -201,7 +198,7 @@ def devset_lines(dev: devset.DevsetEvaluation) -> list[str]:
                      + "; ".join(f"{m}: {why}" for m, why in list(dev.left_out.items())[:3])
                      + ("; ..." if len(dev.left_out) > 3 else "") + ")")
     for _, r in dev.scores[dev.scores[devset.GROUP] == devset.ALL].iterrows():
-        lines.append(f"- real exported models, {r[devset.METHOD]}: ±10 % **{_pct(r['acc10'])}**, RMSPE "
+        lines.append(f"- real exported models, {r[devset.METHOD]}: ±10 % **{percent(r['acc10'])}**, RMSPE "
                      f"**{r['rmspe']:.1f} %**, median error {r[devset.MEDIAN_ERROR_PCT]:+.1f} % over {r['n']} rows"
                      if r["n"] else f"- real exported models, {r[devset.METHOD]}: no rows to score")
     return lines

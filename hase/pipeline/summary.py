@@ -98,8 +98,8 @@ def summarize(run: PipelineRun) -> PipelineSummary:
         name=run.spec.name, batches=run.batches, completed=run.completed, traced=run.traced,
         span_ms=run.span_ns / analysis.MS, throughput_per_s=run.throughput_per_s,
         rows_per_s=run.throughput_per_s * run.spec.batch,
-        latency_mean_ms=_mean(lat), latency_p50_ms=_pct(lat, 50), latency_p95_ms=_pct(lat, 95),
-        cycle_mean_ms=_mean(cyc), cycle_p50_ms=_pct(cyc, 50), cycle_p95_ms=_pct(cyc, 95),
+        latency_mean_ms=_mean(lat), latency_p50_ms=_percentile(lat, 50), latency_p95_ms=_percentile(lat, 95),
+        cycle_mean_ms=_mean(cyc), cycle_p50_ms=_percentile(cyc, 50), cycle_p95_ms=_percentile(cyc, 95),
         bottleneck=bottleneck, bottleneck_share=share, stages=stages,
         tracks=analysis.track_table(ev, span) if len(ev) else pd.DataFrame(),
         devices=analysis.device_table(ev, span) if len(ev) else pd.DataFrame(),
@@ -131,7 +131,7 @@ def _mean(a: np.ndarray) -> float:
     return float(a.mean()) if a.size else float("nan")
 
 
-def _pct(a: np.ndarray, q: float) -> float:
+def _percentile(a: np.ndarray, q: float) -> float:
     return float(np.percentile(a, q)) if a.size else float("nan")
 
 
