@@ -28,7 +28,7 @@ import sys
 import time
 
 from hase.pipeline import PipelineSpec, run_pipeline, simulation_spec
-from hase.pipeline.events import RECORD
+from hase.pipeline.event_log import RECORD
 from hase.pipeline.spec import DEFAULT_HW_SAMPLE_BLOCK, DEFAULT_HW_SAMPLE_EVERY, DEFAULT_HW_SAMPLE_WARMUP
 from hase.runtime import sessions
 

@@ -23,7 +23,7 @@ from hase.kernels.inputs import fill_chunked
 from hase.pipeline import devices
 from hase.pipeline.backends import open_executor
 from hase.pipeline.dummy import write_matmul_chain
-from hase.pipeline.events import Track
+from hase.pipeline.event_log import Track
 from hase.pipeline.executors import Executor, ExecutorOptions
 from hase.pipeline.partition import merge, normalize_axis, partition, split_sizes
 from hase.pipeline.spec import ExecutorSpec, PipelineSpec, StageSpec

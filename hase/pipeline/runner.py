@@ -21,7 +21,7 @@ import pandas as pd
 from hase.errors import HaseError, first_line
 from hase.pipeline import schema
 from hase.pipeline.build import PreparedPipeline, StageRuntime, prepared
-from hase.pipeline.events import EventBudget, EventLog, events_frame, tracks_frame
+from hase.pipeline.event_log import EventBudget, EventLog, events_frame, tracks_frame
 from hase.pipeline.partition import merge, partition
 from hase.pipeline.spec import PipelineSpec
 
