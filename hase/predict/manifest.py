@@ -158,12 +158,16 @@ class PredictorSummary:
     skipped_n: Mapping[str, int]
     n_kernels: int
     bases: Mapping[str, tuple[float, float, float]]
+    #: per feature family, the band [low, high] x roofline its predictions are clamped to (`hase.predict.roofline`);
+    #: empty without the host's peaks (and then left out of the JSON, so older digests still match)
+    bands: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """The manifest entry."""
-        return {"forests": dict(self.forests), "family_forests": list(self.family_forests),
-                "skipped": dict(self.skipped), "skipped_n": dict(self.skipped_n), "n_kernels": self.n_kernels,
-                "bases": {k: list(v) for k, v in self.bases.items()}}
+        """The manifest entry (`bands` only when there are some)."""
+        out = {"forests": dict(self.forests), "family_forests": list(self.family_forests),
+               "skipped": dict(self.skipped), "skipped_n": dict(self.skipped_n), "n_kernels": self.n_kernels,
+               "bases": {k: list(v) for k, v in self.bases.items()}}
+        return {**out, "bands": {k: list(v) for k, v in self.bands.items()}} if self.bands else out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str) -> PredictorSummary:
@@ -173,7 +177,16 @@ class PredictorSummary:
             raise _mistyped(where, "bases", bases, "(a, b, c) per key")
         return cls(_str_map(d, "forests", where, int, "integers"), _texts(d, "family_forests", where),
                    _str_map(d, "skipped", where, str, "text"), _str_map(d, "skipped_n", where, int, "integers"),
-                   _int(d, "n_kernels", where), {k: (float(v[0]), float(v[1]), float(v[2])) for k, v in bases.items()})
+                   _int(d, "n_kernels", where), {k: (float(v[0]), float(v[1]), float(v[2])) for k, v in bases.items()},
+                   _bands(d, where))
+
+
+def _bands(d: Mapping[str, Any], where: str) -> dict[str, tuple[float, float]]:
+    """The summary's bands: [low, high] per family, none where the key is absent."""
+    bands = _table(d, "bands", where) if "bands" in d else {}
+    if not all(isinstance(v, list) and len(v) == 2 and all(_is_number(x) for x in v) for v in bands.values()):
+        raise _mistyped(where, "bands", bands, "[low, high] per family")
+    return {k: (float(v[0]), float(v[1])) for k, v in bands.items()}
 
 
 @dataclass(frozen=True)

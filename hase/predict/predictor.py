@@ -321,7 +321,8 @@ class KernelPredictor:
         return PredictorSummary(forests={k: self.n_samples_[k] for k in self.forests_},
                                 family_forests=tuple(sorted(self.family_forests_)), skipped=dict(self.skipped_),
                                 skipped_n={k: self.n_samples_[k] for k in self.skipped_},
-                                n_kernels=self.n_kernels_, bases={k: m.base for k, m in self.forests_.items()})
+                                n_kernels=self.n_kernels_, bases={k: m.base for k, m in self.forests_.items()},
+                                bands=dict(self.bands_))
 
     # ------------------------------------------------------------------ plain data
     def to_arrays(self) -> tuple[dict[str, Any], dict[str, NDArray[Any]]]:

@@ -74,6 +74,7 @@ def test_collect_stores_the_peaks_and_training_keeps_them(tiny):
     assert manifest.peaks is not None and HostPeaks.from_dict(manifest.peaks) == data.peaks
     pred = load_bundle(tiny / "predictors" / "cpu-1t").predictors["span"]
     assert pred.host_peaks() == data.peaks and roofline.ALL in pred.bands_
+    assert manifest.targets["span"].predictor.bands == pred.bands_  # the bands are readable in manifest.json
 
 
 def test_in_range_kernels_are_never_clamped(tiny):
