@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hase import __version__
 from hase.errors import HaseError, first_line
 from hase.measure.collect import CollectReport, WorkerSummary
 from hase.measure.config import CollectConfig
@@ -25,6 +24,7 @@ from hase.measure.jobs import HostWatch
 from hase.measure.store import Store
 from hase.runtime import sessions
 from hase.runtime.types import EPConfig
+from hase.version import __version__
 
 __all__ = ["FINGERPRINT_COLS", "RESOURCE_PREFIX", "Worker", "device_resource", "live_workers", "pool", "probe_node",
            "refusal"]

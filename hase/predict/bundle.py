@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from hase import __version__
 from hase.errors import HaseError, first_line
 from hase.predict import features
 from hase.predict.calibration import Calibration
@@ -51,6 +50,7 @@ from hase.predict.manifest import (
 )
 from hase.predict.predictor import KernelPredictor
 from hase.runtime.types import EPConfig
+from hase.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover - pandas loads only to save tables, never to predict
     import pandas as pd

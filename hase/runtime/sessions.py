@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from hase import __version__
 from hase.errors import HaseError, first_line
 from hase.runtime.host import host_fingerprint
 from hase.runtime.types import HOST, HOST_FP, DeviceMeta, EPConfig, Timing, TimingPolicy
+from hase.version import __version__
 
 
 def ort() -> Any:
