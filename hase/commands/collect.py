@@ -11,7 +11,7 @@ import itertools
 import logging
 import statistics
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -34,13 +34,21 @@ from hase.commands.common import (
 from hase.errors import HaseError
 from hase.measure import collect as coll
 from hase.measure import fleet
+from hase.measure.progress import (
+    CollectEvent,
+    JobDispatched,
+    JobFinished,
+    KernelStarted,
+    ModelStarted,
+    OnProgress,
+    WorkersReady,
+)
 from hase.measure.store import Store
 from hase.runtime import sessions
 from hase.runtime.types import EPConfig
 from hase.sampler.config import read_zoo
 
 log = logging.getLogger(__name__)
-OnEvent = Callable[[str, dict[str, Any]], None]
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `collect` subcommand."""
@@ -150,15 +158,15 @@ def run_cluster(args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def collect_progress(console: Console, total: int) -> Iterator[OnEvent]:
+def collect_progress(console: Console, total: int) -> Iterator[OnProgress]:
     """The progress callback of `collect`: bars on a terminal (on `console`, which the log handler shares),
     else one INFO line per model: `collect model 3/95 on cpu-1t: resnet18_w0.5 [84 s]`."""
     if not console.is_terminal:
         t0, seen = time.perf_counter(), itertools.count(1)
 
-        def log_model(event: str, info: dict[str, Any]) -> None:
-            if event == "model":
-                log.info("collect model %d/%d on %s: %s [%.0f s]", next(seen), total, info["device"], info["model"],
+        def log_model(event: CollectEvent) -> None:
+            if isinstance(event, ModelStarted):
+                log.info("collect model %d/%d on %s: %s [%.0f s]", next(seen), total, event.device, event.model,
                          time.perf_counter() - t0)
 
         yield log_model
@@ -170,40 +178,40 @@ def collect_progress(console: Console, total: int) -> Iterator[OnEvent]:
         ktask = bar.add_task("kernels", total=None)
         started = False
 
-        def on_event(event: str, info: dict[str, Any]) -> None:
+        def on_event(event: CollectEvent) -> None:
             nonlocal started
-            if event == "model":
+            if isinstance(event, ModelStarted):
                 if started:
                     bar.advance(task)
                 started = True
-                bar.update(task, description=f"models \\[{escape(info['device'])}] {escape(info['model'])}")
-            elif event == "kernel":
-                bar.update(ktask, total=info["n"], completed=info["i"] + 1,
-                           description=f"kernels {escape(info['op_type'])}")
+                bar.update(task, description=f"models \\[{escape(event.device)}] {escape(event.model)}")
+            elif isinstance(event, KernelStarted):
+                bar.update(ktask, total=event.total, completed=event.index + 1,
+                           description=f"kernels {escape(event.op_type)}")
 
         yield on_event
         bar.update(task, completed=total)
 
 
 @contextmanager
-def fleet_progress(console: Console, models: int) -> Iterator[OnEvent]:
+def fleet_progress(console: Console, models: int) -> Iterator[OnProgress]:
     """The progress callback of `collect --cluster`: on a terminal, bars for the models split, the jobs done out
     of the jobs expected (the jobs of the models split so far, scaled to all models) with the ETA, and one per
     worker with its current job; elsewhere one INFO line per model and one every 50 jobs."""
     t0, seen = time.perf_counter(), [0]
 
-    def expected(info: dict[str, Any]) -> int:
-        known = int(info["known"])
+    def expected(event: JobFinished) -> int:
+        known = event.known
         return known if seen[0] >= models else max(known, round(known * models / max(seen[0], 1)))
 
     if not console.is_terminal:
-        def log_event(event: str, info: dict[str, Any]) -> None:
-            if event == "model":
+        def log_event(event: CollectEvent) -> None:
+            if isinstance(event, ModelStarted):
                 seen[0] += 1
-                log.info("collect model %d/%d on %s: %s [%.0f s]", seen[0], models, info["device"], info["model"],
+                log.info("collect model %d/%d on %s: %s [%.0f s]", seen[0], models, event.device, event.model,
                          time.perf_counter() - t0)
-            elif event == "job" and info["done"] % 50 == 0:
-                log.info("collect jobs %d/~%d done [%.0f s]", info["done"], expected(info), time.perf_counter() - t0)
+            elif isinstance(event, JobFinished) and event.done % 50 == 0:
+                log.info("collect jobs %d/~%d done [%.0f s]", event.done, expected(event), time.perf_counter() - t0)
 
         yield log_event
         return
@@ -214,20 +222,20 @@ def fleet_progress(console: Console, models: int) -> Iterator[OnEvent]:
         jobs_task = bar.add_task("jobs", total=None)
         per_worker: dict[str, Any] = {}
 
-        def on_event(event: str, info: dict[str, Any]) -> None:
-            if event == "model":
+        def on_event(event: CollectEvent) -> None:
+            if isinstance(event, ModelStarted):
                 seen[0] += 1
                 bar.update(split_task, completed=seen[0] - 1,
-                           description=f"models split \\[{escape(info['device'])}] {escape(info['model'])}")
-            elif event == "workers":
-                for label, devices in info["workers"]:
+                           description=f"models split \\[{escape(event.device)}] {escape(event.model)}")
+            elif isinstance(event, WorkersReady):
+                for label, devices in event.workers:
                     per_worker[label] = bar.add_task(f"  {escape(label)} \\[{escape(', '.join(devices))}]", total=None)
-            elif event == "dispatch":
-                where = f"\\[{escape(info['device'])}] {escape(info['target'])}"
-                bar.update(per_worker[info["worker"]], description=f"  {escape(info['worker'])}: {where}")
-            elif event == "job":
-                bar.advance(per_worker[info["worker"]])
-                bar.update(jobs_task, completed=info["done"], total=expected(info))
+            elif isinstance(event, JobDispatched):
+                where = f"\\[{escape(event.device)}] {escape(event.target)}"
+                bar.update(per_worker[event.worker], description=f"  {escape(event.worker)}: {where}")
+            elif isinstance(event, JobFinished):
+                bar.advance(per_worker[event.worker])
+                bar.update(jobs_task, completed=event.done, total=expected(event))
 
         yield on_event
         bar.update(split_task, completed=models)

@@ -27,7 +27,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,7 @@ from hase.measure.jobs import (
     reason,
     timed_check,
 )
+from hase.measure.progress import CollectEvent, KernelStarted, ModelStarted, OnProgress
 from hase.measure.remeasure import keep_flagged, record_signature, remeasure_flagged
 from hase.measure.store import Store
 from hase.measure.types import MeasureSettings, ModelSource
@@ -67,7 +68,6 @@ __all__ = ["CollectConfig", "CollectReport", "DeviceRun", "ModelSource", "Worker
 
 log = logging.getLogger(__name__)
 
-ProgressFn = Callable[[str, dict[str, Any]], None]
 
 
 @dataclass
@@ -142,7 +142,7 @@ class DeviceRun:
     ep: EPConfig
     settings: MeasureSettings
     report: CollectReport
-    progress: ProgressFn | None = None
+    progress: OnProgress | None = None
     retry_skips: bool = False
     settings_hash: str = field(init=False)
     _skipped_now: set[str] = field(init=False, default_factory=set)
@@ -230,14 +230,14 @@ class DeviceRun:
             self.report.models_done += committed
         return committed
 
-    def notify(self, event: str, info: dict[str, Any]) -> None:
+    def notify(self, event: CollectEvent) -> None:
         """Tell the progress callback, if any."""
         if self.progress:
-            self.progress(event, info)
+            self.progress(event)
 
 
 def collect(sources: Iterable[ModelSource], cfg: CollectConfig, store: Store,
-            progress: ProgressFn | None = None, *, retry_skips: bool = False) -> CollectReport:
+            progress: OnProgress | None = None, *, retry_skips: bool = False) -> CollectReport:
     """Measure every source on every device config into the store, here, one job at a time; resumable and
     idempotent.
 
@@ -276,7 +276,7 @@ def device_jobs(sources: Iterable[ModelSource], run: DeviceRun) -> Iterator[Job]
         if not run.settled(first.job_id):
             yield run.claim(first)
     for src in sources:
-        run.notify("model", {"model": src.name, "device": run.ep.name})
+        run.notify(ModelStarted(src.name, run.ep.name))
         for job in model_jobs(src, run):
             yield run.claim(job)
 
@@ -307,7 +307,7 @@ def model_jobs(src: ModelSource, run: DeviceRun) -> Iterator[Job]:
     model_id = run.store.register_model(digest, src.name, *rows)
     run.report.node_occurrences += len(nodes)
     for i, kn in enumerate(uniq.values()):
-        run.notify("kernel", {"model": src.name, "op_type": kn.spec.op_type, "i": i, "n": len(uniq)})
+        run.notify(KernelStarted(src.name, kn.spec.op_type, i, len(uniq)))
         kjob = _kernel_job(kg, kn, run)
         if kjob is not None:
             yield kjob

@@ -28,10 +28,11 @@ from typing import Any
 
 from hase.errors import HaseError, first_line
 from hase.measure.canary import Canary, CanaryCheck, canary_timer
-from hase.measure.collect import CollectReport, DeviceRun, ProgressFn, device_jobs
+from hase.measure.collect import CollectReport, DeviceRun, device_jobs
 from hase.measure.config import CollectConfig
 from hase.measure.jobs import Job, JobResult, ModelJob, job_label, measure_job
 from hase.measure.placement import Worker, check_driver, pool, refusal
+from hase.measure.progress import CollectEvent, JobDispatched, JobFinished, OnProgress, WorkersReady
 from hase.measure.store import Store
 from hase.measure.types import MeasureSettings, ModelSource
 from hase.runtime.types import EPConfig
@@ -104,7 +105,7 @@ def _check_reachable(address: str) -> None:
 
 
 def collect_fleet(sources: Iterable[ModelSource], cfg: CollectConfig, store: Store,
-                  progress: ProgressFn | None = None, *, address: str = "auto", retry_skips: bool = False,
+                  progress: OnProgress | None = None, *, address: str = "auto", retry_skips: bool = False,
                   max_retries: int = 2) -> CollectReport:
     """Measure every source on every device config on the nodes of a Ray cluster into the store; resumable.
 
@@ -122,7 +123,7 @@ def collect_fleet(sources: Iterable[ModelSource], cfg: CollectConfig, store: Sto
         check_driver(expected)
         runs = {ep.name: DeviceRun(store, ep, cfg.settings, report, progress, retry_skips) for ep in cfg.devices}
         fleet = _Fleet(ray, cfg, runs, workers, expected, max_retries, progress)
-        fleet.notify("workers", {"workers": [(w.label, tuple(w.devices)) for w in workers]})
+        fleet.notify(WorkersReady(tuple((w.label, tuple(w.devices)) for w in workers)))
         fleet.drive({name: device_jobs(sources, run) for name, run in runs.items()})
     report.wall_s = time.perf_counter() - start
     return report
@@ -143,7 +144,7 @@ class _Fleet:
     """The driver's loop: hand jobs to free workers, land their results in the store, retry what was lost."""
 
     def __init__(self, ray: Any, cfg: CollectConfig, runs: dict[str, DeviceRun], workers: list[Worker],
-                 expected: dict[str, dict[str, Any]], max_retries: int, progress: ProgressFn | None) -> None:
+                 expected: dict[str, dict[str, Any]], max_retries: int, progress: OnProgress | None) -> None:
         self.ray, self.settings, self.runs, self.workers = ray, cfg.settings, runs, workers
         self.eps = {ep.name: ep for ep in cfg.devices}
         self.expected, self.max_retries, self.progress = expected, max_retries, progress
@@ -154,10 +155,10 @@ class _Fleet:
         self.jobs: dict[str, Iterator[Job]] = {}
         self.known = self.finished = 0
 
-    def notify(self, event: str, info: dict[str, Any]) -> None:
+    def notify(self, event: CollectEvent) -> None:
         """Tell the progress callback, if any."""
         if self.progress:
-            self.progress(event, info)
+            self.progress(event)
 
     def drive(self, jobs: dict[str, Iterator[Job]]) -> None:
         """Run every job of every device config to done or skipped."""
@@ -211,7 +212,7 @@ class _Fleet:
         ref = self.remote.options(**w.options(self.ray, ep)).remote(job, ep, self.settings, state)
         self.inflight[ref] = _Flight(job, dev, w, attempt, time.time())
         w.inflight += 1
-        self.notify("dispatch", {"worker": w.label, "device": dev, "target": job_label(job)[0]})
+        self.notify(JobDispatched(w.label, dev, job_label(job)[0]))
 
     def _land(self, ref: Any, flight: _Flight) -> None:
         """Record one finished task: its rows (or skip), a refusal, or a lost job to retry."""
@@ -238,8 +239,8 @@ class _Fleet:
 
     def _finish(self, flight: _Flight, status: str) -> None:
         self.finished += 1
-        self.notify("job", {"worker": flight.worker.label, "device": flight.device, "status": status,
-                            "target": job_label(flight.job)[0], "done": self.finished, "known": self.known})
+        self.notify(JobFinished(flight.worker.label, flight.device, status, job_label(flight.job)[0], self.finished,
+                                self.known))
 
     def _timing(self, w: Worker, flight: _Flight, result: JobResult) -> None:
         """The worker's idle gap before a job that was queued for it, and the result's way back to the driver."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from hase.measure.canary import Canary
 from hase.measure.jobs import CANARY_TABLES, HostWatch, KernelJob, ModelJob, job_label, measure_job, timed_check
+from hase.measure.progress import SignatureStarted
 from hase.measure.signature import DEFAULT_BUDGET_S, measure_signature
 from hase.measure.types import MeasureSettings
 from hase.runtime.host import host_fingerprint
@@ -39,7 +40,7 @@ def record_signature(run: DeviceRun) -> None:
     run.store.register_host(fp)
     if run.store.signature(run.ep.name, fp.digest) is not None:
         return
-    run.notify("signature", {"device": run.ep.name})
+    run.notify(SignatureStarted(run.ep.name))
     sig = measure_signature(run.ep, signature_budget_s(run.settings), fp.digest)
     run.store.record_signature(run.ep.name, fp.digest, sig.to_dict())
 

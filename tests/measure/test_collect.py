@@ -21,6 +21,7 @@ from hase.cli import main
 from hase.errors import HaseError
 from hase.measure import collect as coll
 from hase.measure import jobs
+from hase.measure.progress import CollectEvent, KernelStarted, ModelStarted, SignatureStarted
 from hase.measure.store import Store
 from hase.predict.dataset import load_device_data
 
@@ -98,6 +99,24 @@ def test_skip_is_recorded_not_fatal(tmp_path, fast_config, conv_model_path):
         skips = s.table("skips")
     assert report.models_done == 1 and report.models_skipped == 1
     assert skips.target.tolist() == ["broken"] and "not a valid ONNX file" in skips.reason[0]
+
+
+def test_progress_is_told_in_typed_events(tmp_path, fast_config, conv_model_path):
+    """The callback gets one frozen record per event, in order: a model's start, then each of its unique kernels."""
+    cfg = coll.load_collect_config(fast_config)
+    seen: list[CollectEvent] = []
+    with Store(tmp_path / "s.sqlite") as s:
+        coll.collect([coll.ModelSource("conv", "user", conv_model_path)], cfg, s, seen.append)
+    devices = [ep.name for ep in cfg.devices]
+    started = [e for e in seen if isinstance(e, ModelStarted)]
+    assert started == [ModelStarted("conv", d) for d in devices]
+    first = seen.index(started[0])
+    kernels = [e for e in seen[first:] if isinstance(e, KernelStarted)]
+    assert kernels and all(k.model == "conv" and k.total == kernels[0].total for k in kernels)
+    assert [k.index for k in kernels[:kernels[0].total]] == list(range(kernels[0].total))
+    assert all(isinstance(e, (ModelStarted, KernelStarted, SignatureStarted)) for e in seen)  # no fleet events here
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        started[0].model = "other"
 
 
 def test_bad_device_config(tmp_path, fast_config):

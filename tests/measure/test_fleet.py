@@ -23,6 +23,7 @@ from hase.cli import main
 from hase.errors import HaseError
 from hase.measure import collect as coll
 from hase.measure import fleet, placement
+from hase.measure.progress import CollectEvent, JobFinished
 from hase.measure.store import Store
 from hase.runtime import sessions
 from hase.runtime.types import EPConfig
@@ -113,9 +114,9 @@ def test_fleet_store_equals_a_serial_collect(tmp_path, cluster, config, zoo):
     cfg = coll.load_collect_config(config)
     with Store(tmp_path / "serial.sqlite") as s:
         coll.collect(zoo, cfg, s)
-    events: list[tuple[str, dict[str, Any]]] = []
+    events: list[CollectEvent] = []
     with Store(tmp_path / "fleet.sqlite") as s:
-        report = fleet.collect_fleet(zoo, cfg, s, lambda e, i: events.append((e, i)), address=cluster.address)
+        report = fleet.collect_fleet(zoo, cfg, s, events.append, address=cluster.address)
     serial, fleet_keys = keys(tmp_path / "serial.sqlite"), keys(tmp_path / "fleet.sqlite")
     for table in KEYS:
         assert fleet_keys[table] == serial[table], table
@@ -124,8 +125,8 @@ def test_fleet_store_equals_a_serial_collect(tmp_path, cluster, config, zoo):
     assert len(report.workers) == 2 and all(w.jobs_done > 0 for w in report.workers.values())
     devices = {label: w.devices for label, w in report.workers.items()}
     assert sorted(devices.values()) == [("cpu-a",), ("cpu-a", "cpu-b")]
-    b_jobs = [i for e, i in events if e == "job" and i["device"] == "cpu-b"]
-    assert b_jobs and {i["worker"] for i in b_jobs} == {next(k for k, d in devices.items() if "cpu-b" in d)}
+    b_jobs = [e for e in events if isinstance(e, JobFinished) and e.device == "cpu-b"]
+    assert b_jobs and {e.worker for e in b_jobs} == {next(k for k, d in devices.items() if "cpu-b" in d)}
     with Store(tmp_path / "fleet.sqlite") as s:
         km = s.table("kernel_measurements")
     assert (km.cpu_model == sessions.cpu_model()).all() and km.canary_ms.notna().all()
@@ -244,7 +245,7 @@ def test_missing_ray_is_one_line_naming_the_extra(tmp_path, monkeypatch, capsys)
     store = tmp_path / "s.sqlite"
     assert main(["collect", "--cluster", "auto", "--zoo", "none", "--store", str(store)]) == 2
     err = capsys.readouterr().err
-    assert "pip install hase[ray]" in err and err.count("\n") == 1 and "Traceback" not in err
+    assert 'pip install "hase[ray]"' in err and err.count("\n") == 1 and "Traceback" not in err
     assert not store.exists()
 
 
