@@ -26,8 +26,8 @@ from hase.runtime import sessions
 from hase.runtime.types import EPConfig
 from hase.version import __version__
 
-__all__ = ["FINGERPRINT_COLS", "RESOURCE_PREFIX", "Worker", "device_resource", "live_workers", "pool", "probe_node",
-           "refusal"]
+__all__ = ["FINGERPRINT_COLS", "RESOURCE_PREFIX", "NodeProbe", "Worker", "device_resource", "live_workers", "pool",
+           "probe_node", "refusal"]
 
 log = logging.getLogger(__name__)
 
@@ -43,16 +43,35 @@ def device_resource(device: str) -> str:
     return RESOURCE_PREFIX + device
 
 
-def probe_node(eps: list[EPConfig]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class NodeProbe:
+    """What a task on a Ray node found: its host name and, per device config it offers, the device metadata its
+    rows would carry (`sessions.device_metadata`) or, where it cannot run the config, why."""
+
+    host: str
+    metadata: Mapping[str, dict[str, Any]]
+    unusable: Mapping[str, str]
+
+    def reason_left_out(self, device: str, expected: Mapping[str, Any]) -> str | None:
+        """Why the node cannot measure a device config whose machines have the fingerprint `expected`, or None:
+        it cannot run it, it is another machine, or it runs other Hase code than the driver."""
+        if device in self.unusable:
+            return self.unusable[device]
+        meta = self.metadata[device]
+        return refusal({"probe": [meta]}, expected) or _version_gap(meta)
+
+
+def probe_node(eps: list[EPConfig]) -> NodeProbe:
     """What a node is, from a task on it: its host name and, per device config, its metadata or why it has none."""
-    metas: dict[str, dict[str, Any] | str] = {}
+    metadata: dict[str, dict[str, Any]] = {}
+    unusable: dict[str, str] = {}
     for ep in eps:
         try:
             sessions.check_provider(ep)
-            metas[ep.name] = sessions.device_metadata(dataclasses.replace(ep, device_id=0))
+            metadata[ep.name] = sessions.device_metadata(dataclasses.replace(ep, device_id=0))
         except Exception as exc:  # a node that cannot run a config is left out for it, with the reason
-            metas[ep.name] = first_line(exc)
-    return {"host": socket.gethostname(), "meta": metas}
+            unusable[ep.name] = first_line(exc)
+    return NodeProbe(socket.gethostname(), metadata, unusable)
 
 
 def refusal(rows: Mapping[str, list[dict[str, Any]]], expected: Mapping[str, Any]) -> str | None:
@@ -119,14 +138,15 @@ def pool(ray: Any, cfg: CollectConfig, store: Store, report: CollectReport
         raise HaseError(f"probing the Ray cluster's nodes failed ({first_line(exc)}): check that every node has "
                         f"Hase installed (`pip install hase[cpu,ray]`) and rerun") from None
     expected: dict[str, dict[str, Any]] = {}
+    found: list[NodeProbe] = probes
     for ep in cfg.devices:
-        metas = {w.node_id: p["meta"][ep.name] for w, p in zip(workers, probes, strict=True) if ep.name in w.devices}
+        metas = {w.node_id: p.metadata[ep.name] for w, p in zip(workers, found, strict=True)
+                 if ep.name in w.devices and ep.name in p.metadata}
         expected[ep.name] = _fingerprint(store, ep, metas)
-    for w, p in zip(workers, probes, strict=True):
-        w.host = str(p["host"])
+    for w, p in zip(workers, found, strict=True):
+        w.host = p.host
         for d in list(w.devices):
-            meta = p["meta"][d]
-            why = meta if isinstance(meta, str) else refusal({"probe": [meta]}, expected[d]) or _version_gap(meta)
+            why = p.reason_left_out(d, expected[d])
             if why:
                 log.warning("node %s is not used for %s: %s", w.label, d, why)
                 report.refused.append((f"device {d}", w.label, why))
@@ -176,7 +196,7 @@ def live_workers(ray: Any, devices: tuple[EPConfig, ...]) -> list[Worker]:
     return out
 
 
-def _fingerprint(store: Store, ep: EPConfig, metas: Mapping[str, dict[str, Any] | str]) -> dict[str, Any]:
+def _fingerprint(store: Store, ep: EPConfig, metas: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     """A device config's fingerprint: that of its latest row in the store, else the strict majority of the nodes
     offering it (a HaseError when they split evenly: nothing decides which machines the config means)."""
     for table in _MEASURED_TABLES:
@@ -184,7 +204,7 @@ def _fingerprint(store: Store, ep: EPConfig, metas: Mapping[str, dict[str, Any] 
                                  f"ORDER BY measured_at DESC LIMIT 1", (ep.name,)).fetchone()
         if row is not None:
             return dict(zip(FINGERPRINT_COLS, row, strict=True))
-    prints = [tuple(m[c] for c in FINGERPRINT_COLS) for m in metas.values() if not isinstance(m, str)]
+    prints = [tuple(m[c] for c in FINGERPRINT_COLS) for m in metas.values()]
     if not prints:
         return dict.fromkeys(FINGERPRINT_COLS)  # no node can run it: `_pool` says so
     (top, n), *rest = collections.Counter(prints).most_common()
