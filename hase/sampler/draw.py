@@ -26,6 +26,7 @@ seed always give the same samples.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import zlib
 from collections.abc import Callable, Mapping
@@ -169,15 +170,93 @@ def sample_specs(cfg: SamplerConfig, ranges: KernelRanges | None = None) -> list
     return list(specs.values())
 
 
-def _fit(block: str, params: dict[str, Any], cfg: SamplerConfig) -> ModelSpec | None:
+def _fit(block: str, sample: BlockParams, cfg: SamplerConfig) -> ModelSpec | None:
     """The spec of a sample, or None when it costs more than max_mflop or the family refuses it."""
     family = f"sampled-{block}"
+    params = block_values(sample)
     if block_flops(family, params) > cfg.max_mflop * 1e6:
         return None
     try:
         return get_family(family).spec(params)
     except HaseError:
         return None
+
+
+@dataclass(frozen=True)
+class ConvParams:
+    """A sampled Conv block (`sampled-conv`): NCHW input `batch x c_in x spatial x spatial`, a square `kernel`,
+    `groups` (1 dense, c_in depthwise, else grouped), and a Relu after it or not (`act`)."""
+
+    batch: int
+    c_in: int
+    c_out: int
+    spatial: int
+    kernel: int
+    stride: int
+    dilation: int
+    groups: int
+    act: str
+
+
+@dataclass(frozen=True)
+class MatmulParams:
+    """A sampled MatMul block (`sampled-matmul`): `rows x k` by `k x n`, as a rank-2 or rank-3 MatMul, with a
+    GELU (`erf`, `tanh`) after it or none."""
+
+    rows: int
+    k: int
+    n: int
+    rank: int
+    gelu: str
+
+
+@dataclass(frozen=True)
+class AttentionParams:
+    """A sampled batched MatMul (`sampled-attention`): `batch` products of `m x k` by `k x n`."""
+
+    batch: int
+    m: int
+    k: int
+    n: int
+
+
+@dataclass(frozen=True)
+class NormParams:
+    """A sampled LayerNormalization block (`sampled-norm`) over `hidden`, with a residual Add before it (`skip`)."""
+
+    rows: int
+    hidden: int
+    skip: int
+
+
+@dataclass(frozen=True)
+class PoolParams:
+    """A sampled pooling block (`sampled-pool`): `kind` max, avg, global, window or mixer (PoolFormer's)."""
+
+    batch: int
+    channels: int
+    spatial: int
+    kernel: int
+    stride: int
+    kind: str
+
+
+@dataclass(frozen=True)
+class EltwiseParams:
+    """A sampled element-wise or data-movement block (`sampled-eltwise`): `op` over `rows x width`."""
+
+    rows: int
+    width: int
+    op: str
+
+
+BlockParams = ConvParams | MatmulParams | AttentionParams | NormParams | PoolParams | EltwiseParams
+
+
+def block_values(sample: BlockParams) -> dict[str, Any]:
+    """A block's parameter record as the zoo's family registry takes it (a `ModelSpec`'s values by name), e.g.
+    `{"rows": 64, "k": 768, "n": 3072, "rank": 3, "gelu": "none"}` for a `MatmulParams`."""
+    return dataclasses.asdict(sample)
 
 
 @dataclass
@@ -210,50 +289,51 @@ class Draw:
         return str(pairs[int(self.rng.choice(len(pairs), p=weights / weights.sum()))][0])
 
 
-def _conv(d: Draw) -> dict[str, Any]:
-    p: dict[str, Any] = {k: d.num(k) for k in ("batch", "c_in", "c_out", "spatial", "kernel", "stride", "dilation")}
+def _conv(d: Draw) -> ConvParams:
+    batch, c_in, c_out, spatial, kernel, stride, dilation = (
+        d.num(k) for k in ("batch", "c_in", "c_out", "spatial", "kernel", "stride", "dilation"))
     mode = "grouped" if d.rng.random() < GROUPED_SHARE else d.cat("groups")
     if mode == "depthwise":
-        p["c_out"], p["groups"] = p["c_in"], p["c_in"]
+        c_out, groups = c_in, c_in
     elif mode == "grouped":
         width = int(d.rng.choice(GROUP_WIDTHS))  # the ranges' group_width is mostly dense convs' c_in: not these
-        p["c_in"] = max(2 * width, p["c_in"] // width * width)
-        p["groups"] = p["c_in"] // width
-        p["c_out"] = max(p["groups"], p["c_out"] // p["groups"] * p["groups"])
+        c_in = max(2 * width, c_in // width * width)
+        groups = c_in // width
+        c_out = max(groups, c_out // groups * groups)
     else:
-        p["groups"] = 1
-    p["spatial"] = max(p["spatial"], p["kernel"])
-    p["act"] = "relu" if d.rng.random() < 0.7 else "none"
-    return p
+        groups = 1
+    act = "relu" if d.rng.random() < 0.7 else "none"
+    return ConvParams(batch, c_in, c_out, max(spatial, kernel), kernel, stride, dilation, groups, act)
 
 
-def _matmul(d: Draw) -> dict[str, Any]:
-    p: dict[str, Any] = {k: d.num(k) for k in ("rows", "k", "n")}
-    p["rank"] = 3 if p["rows"] > 1 and d.rng.random() < 0.7 else 2
-    p["gelu"] = str(d.rng.choice(["none", "erf", "tanh"], p=[0.6, 0.3, 0.1]))
-    return p
+def _matmul(d: Draw) -> MatmulParams:
+    rows, k, n = (d.num(dim) for dim in ("rows", "k", "n"))
+    rank = 3 if rows > 1 and d.rng.random() < 0.7 else 2
+    return MatmulParams(rows, k, n, rank, str(d.rng.choice(["none", "erf", "tanh"], p=[0.6, 0.3, 0.1])))
 
 
-def _attention(d: Draw) -> dict[str, Any]:
-    return {k: d.num(k) for k in ("batch", "m", "k", "n")}
+def _attention(d: Draw) -> AttentionParams:
+    batch, m, k, n = (d.num(dim) for dim in ("batch", "m", "k", "n"))
+    return AttentionParams(batch, m, k, n)
 
 
-def _norm(d: Draw) -> dict[str, Any]:
-    return {"rows": d.num("rows"), "hidden": d.num("hidden"), "skip": int(d.cat("skip", ("0", "1")))}
+def _norm(d: Draw) -> NormParams:
+    rows, hidden = d.num("rows"), d.num("hidden")
+    return NormParams(rows, hidden, int(d.cat("skip", ("0", "1"))))
 
 
-def _pool(d: Draw) -> dict[str, Any]:
-    p: dict[str, Any] = {k: d.num(k) for k in ("batch", "channels", "spatial", "kernel", "stride")}
-    p["kind"] = d.cat("kind", POOL_KINDS)  # the ranges have max, avg, global and window (an AveragePool over the plane)
-    p["stride"] = min(p["stride"], 4)
-    if p["kind"] in ("global", "window"):
-        p["kernel"] = p["stride"] = 1  # unused: one name (and one model) per global pool
-    elif p["kind"] == "avg" and p["stride"] == 1 and d.rng.random() < MIXER_SHARE:
-        p["kind"] = "mixer"
-    return p
+def _pool(d: Draw) -> PoolParams:
+    batch, channels, spatial, kernel, stride = (d.num(k) for k in ("batch", "channels", "spatial", "kernel", "stride"))
+    kind = d.cat("kind", POOL_KINDS)  # the ranges have max, avg, global and window (an AveragePool over the plane)
+    stride = min(stride, 4)
+    if kind in ("global", "window"):
+        kernel = stride = 1  # unused: one name (and one model) per global pool
+    elif kind == "avg" and stride == 1 and d.rng.random() < MIXER_SHARE:
+        kind = "mixer"
+    return PoolParams(batch, channels, spatial, kernel, stride, kind)
 
 
-def _eltwise(d: Draw) -> dict[str, Any]:
+def _eltwise(d: Draw) -> EltwiseParams:
     """Resize, a softmax over tokens or a head transpose in fixed shares (sized as data movement), else an
     element-wise or data-movement op as the ranges have them."""
     r = d.rng.random()
@@ -266,8 +346,9 @@ def _eltwise(d: Draw) -> dict[str, Any]:
     else:
         source = "movement" if d.rng.random() < 0.3 else "eltwise"
         op = d.cat("op", ELTWISE_OPS, source=source)
-    return {"rows": d.num("rows", source), "width": d.num("width", source), "op": op}
+    rows, width = d.num("rows", source), d.num("width", source)
+    return EltwiseParams(rows, width, op)
 
 
-SAMPLERS: dict[str, Callable[[Draw], dict[str, Any]]] = {
+SAMPLERS: dict[str, Callable[[Draw], BlockParams]] = {
     "conv": _conv, "matmul": _matmul, "attention": _attention, "norm": _norm, "pool": _pool, "eltwise": _eltwise}

@@ -1,16 +1,28 @@
 """Tests of hase.sampler.draw: deterministic samples over the real kernel ranges, within the budget, in zoo configs."""
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hase.errors import HaseError
 from hase.sampler.config import read_zoo, zoo_sampler
-from hase.sampler.draw import SamplerConfig, family_counts, parse_sampler, sample_specs
+from hase.sampler.draw import (
+    SAMPLERS,
+    SOURCES,
+    Draw,
+    SamplerConfig,
+    block_values,
+    family_counts,
+    parse_sampler,
+    sample_specs,
+)
 from hase.sampler.ranges import read_ranges
 from hase.zoo.blocks import block_flops
+from hase.zoo.registry import get_family
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 RANGES = CONFIGS / "kernel_ranges.csv"
@@ -51,6 +63,19 @@ def test_samples_stay_in_the_observed_ranges():
     convs = [s.kwargs() for s in specs if s.family == "sampled-conv"]
     assert {1, 3} <= {p["kernel"] for p in convs}
     assert any(p["groups"] == p["c_in"] > 1 for p in convs)
+
+
+def test_each_block_family_draws_a_typed_record_of_its_parameters():
+    """The samplers hand `_fit` a frozen record per block family, whose fields are the family's parameters."""
+    ranges = read_ranges(RANGES)
+    for block, sampler in SAMPLERS.items():
+        for uniform in (False, True):
+            record = sampler(Draw(np.random.default_rng(3), ranges, SOURCES[block], uniform))
+            assert dataclasses.is_dataclass(record) and type(record).__name__.lower().startswith(block[:4])
+            values = block_values(record)
+            assert set(values) == set(get_family(f"sampled-{block}").param_names), block
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                setattr(record, next(iter(values)), 0)
 
 
 def test_family_counts_add_up():
