@@ -328,7 +328,8 @@ def _pool(d: Draw) -> PoolParams:
     stride = min(stride, 4)
     if kind in ("global", "window"):
         kernel = stride = 1  # unused: one name (and one model) per global pool
-    elif kind == "avg" and stride == 1 and d.rng.random() < MIXER_SHARE:
+    elif kind == "avg" and stride == 1 and kernel % 2 == 1 and d.rng.random() < MIXER_SHARE:
+        # a mixer keeps the plane's size (pool(x) - x): only an odd window centred on each pixel does
         kind = "mixer"
     return PoolParams(batch, channels, spatial, kernel, stride, kind)
 

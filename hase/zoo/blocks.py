@@ -143,6 +143,8 @@ def build_pool(g: GraphBuilder, p: dict[str, Any]) -> None:
         y = g.avgpool(x, p["spatial"], p["spatial"])
     elif p["kind"] == "mixer":
         k = min(p["kernel"], p["spatial"])
+        if k % 2 == 0:
+            raise HaseError(f"sampled-pool: a mixer (pool(x) - x) needs an odd kernel to keep the plane, not {k}")
         y = g.binary("Sub", g.avgpool(x, k, 1, (k - 1) // 2), x)
     else:
         k = min(p["kernel"], p["spatial"])

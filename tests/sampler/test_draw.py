@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hase import zoo
 from hase.errors import HaseError
-from hase.sampler.config import read_zoo, zoo_sampler
+from hase.sampler.config import load_zoo, read_zoo, zoo_sampler
 from hase.sampler.draw import (
     SAMPLERS,
     SOURCES,
@@ -112,3 +113,15 @@ def test_missing_ranges_file_is_one_line(tmp_path):
     path.write_text('[sampler]\nranges = "nope.csv"\n')
     with pytest.raises(HaseError, match="cannot read the kernel ranges"):
         read_zoo(path)
+
+
+def test_sampled_mixers_have_odd_windows_and_an_even_one_is_refused():
+    """A mixer (pool(x) - x) keeps the plane only with an odd window: the sampler never draws an even one (an even
+    one reached `make collect` and failed the whole zoo build), and the builder refuses one with a clear error."""
+    for config in ("zoo_small.toml", "zoo_full.toml"):
+        mixers = [s.kwargs() for s in load_zoo(CONFIGS / config)
+                  if s.family == "sampled-pool" and s.kwargs()["kind"] == "mixer"]
+        assert mixers and all(min(p["kernel"], p["spatial"]) % 2 == 1 for p in mixers)
+    spec = zoo.get_family("sampled-pool").spec({"kind": "mixer", "kernel": 4, "stride": 1, "spatial": 14})
+    with pytest.raises(HaseError, match="needs an odd kernel"):
+        zoo.build_model(spec)
