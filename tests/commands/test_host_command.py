@@ -71,10 +71,18 @@ def test_a_predictor_of_a_mostly_busy_store_says_so(adapted, tmp_path, capsys):
     assert len(busy) == 1
 
 
-def test_shipped_predictors_have_no_fingerprint_and_no_signature(capsys):
+def test_shipped_predictors_record_their_machine(capsys):
     assert main(["predictors"]) in (0, 2)
+    assert "no fingerprint recorded" not in capsys.readouterr().out
+
+
+def test_a_predictor_without_fingerprint_or_signature_says_so(tmp_path, capsys):
+    """Predictors trained before fingerprints existed still load; they say so, and `host check` names the fix."""
+    shipped = Path(__file__).resolve().parents[2] / "hase" / "predictors" / "cpu-1t"
+    old = edited_copy(shipped, tmp_path, lambda raw: (raw.pop("host", None), raw.pop("signature", None)))
+    assert main(["predictors", "--predictors", str(old.parent)]) in (0, 2)
     assert "no fingerprint recorded" in capsys.readouterr().out
-    assert main(["host", "check", "--device", "cpu-1t"]) == 2
+    assert main(["host", "check", "--device", "cpu-1t", "--predictors", str(old.parent)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no speed signature" in err[0] and "hase adapt --device cpu-1t" in err[0]
 

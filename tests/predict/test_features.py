@@ -154,6 +154,9 @@ def test_features_of_a_real_kernel_graph(opt_level):
         assert all(math.isfinite(v) for v in values), s.op_type
     first = next(s for s in specs if s.op_type == conv)
     assert features.extract(first)["activation"] == 1  # the Relu, fused into the first convolution at both levels
+    # the blocked NCHWc kernel and ORT's plain NCHW one (what real models run for convolutions the NCHWc transformer
+    # leaves alone, e.g. large depthwise windows) differ severalfold in speed: a feature tells them apart
+    assert features.extract(first)["nchwc"] == float(nchwc)
     # NCHWc pads the output channels to its block (8 or 16 on x86): the work the kernel really does
     c_out = first.inputs[1].shape[0]
     assert c_out % 8 == 0 if nchwc else c_out == 8

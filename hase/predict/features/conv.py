@@ -51,7 +51,9 @@ CONV_COLUMNS = (
     ("activation", "fused activation: 0 none, 1 Relu, 2 Clip, 3 LeakyRelu, 4 Sigmoid, 5 Tanh, 6 HardSigmoid, 7 other"),
     ("has_bias", "1 if a bias input is present"),
     ("has_sum", "1 if a residual input is summed in (FusedConv's fourth input)"),
+    ("nchwc", "1 if ORT runs it in its blocked NCHWc layout (domain com.microsoft.nchwc), 0 for its plain NCHW kernel"),
 )
+NCHWC_DOMAIN = "com.microsoft.nchwc"
 
 
 def conv_is_depthwise(spec: KernelSpec) -> bool:
@@ -103,4 +105,5 @@ def conv_features(spec: KernelSpec) -> dict[str, float]:
         "in_bytes": xb, "out_bytes": yb, "weight_bytes": weight_bytes, "bytes": total,
         "intensity": safe_ratio(2 * macs, total), "activation": activation_code(attr(spec, "activation", "")),
         "has_bias": float(b is not None), "has_sum": float(inp(spec, 3) is not None),
+        "nchwc": float(spec.domain == NCHWC_DOMAIN),
     }
