@@ -25,8 +25,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `adapt` subcommand."""
     p = sub.add_parser("adapt", help="adapt a trained predictor to this host from a few minutes of measurements",
                        description="Measure, within --budget-s, this host's speed signature and a transfer set "
-                                   "(real exported models, then the zoo's models and sampled blocks, one family "
-                                   "after another, smallest first), then write an adapted predictor: per-forest "
+                                   "(real exported models and the zoo's models and sampled blocks: one model of every "
+                                   "family, smallest first, then the families the source predictor is most wrong "
+                                   "about here), then write an adapted predictor: per-forest "
                                    "scale factors shrunk toward the global one, the calibration refitted on the "
                                    "measured models, this host's fingerprint and signature, the source recorded. "
                                    "It is written as <device>@<host digest> into the user directory (or --out), "
@@ -118,5 +119,11 @@ def print_result(r: AdaptResult) -> None:
     c.print(f"on the measured transfer models (in-sample): ±10 % {r.source_acc10:.0%} → {r.adapted_acc10:.0%}, RMSPE "
             f"{r.source_rmspe:.1f} % → {r.adapted_rmspe:.1f} %; judge it on models it never saw "
             f"(benchmarks/bench_adapt.py)", markup=False)
+    if r.adapted_rmspe > r.source_rmspe:
+        stderr_console().print(f"warning: the adapted predictor fits the transfer models worse than its source (RMSPE "
+                               f"{r.source_rmspe:.1f} % → {r.adapted_rmspe:.1f} %): the host was busy while it "
+                               f"measured (rerun when it is quiet) or the source already fits this host (`hase host "
+                               f"check --device {r.name.split('@')[0]}`); keep using the source then",
+                               markup=False, soft_wrap=True)
     if r.skipped:
         c.print(f"skipped: {'; '.join(r.skipped[:5])}", markup=False)

@@ -2,7 +2,8 @@
 
 Within a time budget: this host's speed signature (`hase.measure.signature`), then transfer models measured the
 way collect measures a model (`hase.measure.model.measure_model`: robust latency, profiled node spans; for a
-standalone target, each unique kernel as collect's kernel jobs do), until the budget is spent. Then:
+standalone target, each unique kernel as collect's kernel jobs do), one of every family first and then where the
+source predictor is most wrong here (`next_family`), until the budget is spent. Then:
 
 1. **Per-forest scales.** Each kernel's measured target over the source predictor's prediction, grouped by the
    forest that predicts it (its op key's own forest, its family's, or the generic one): the forest's scale is the
@@ -23,7 +24,7 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,11 +108,11 @@ def adapt(device: str, models: Sequence[ModelSource], budget_s: float = 300.0, o
     fp = host_fingerprint()
     say(f"speed signature of this host ({min(DEFAULT_BUDGET_S, budget_s / 10):.0f} s)")
     signature = measure_signature(ep, min(DEFAULT_BUDGET_S, budget_s / 10), fp.digest)
-    measured, skipped = measure_transfer(models, ep, target, settings, t0 + budget_s - RESERVE_S, say)
+    pred = bundle.predictors[target]
+    measured, skipped = measure_transfer(models, ep, target, settings, t0 + budget_s - RESERVE_S, say, pred)
     if not any(np.isfinite(m.target_ms).any() for m in measured):
         raise HaseError(f"no transfer model could be measured within {budget_s:g} s (skipped: "
                         f"{'; '.join(skipped[:3]) or 'none given'}): give a larger --budget-s or other models")
-    pred = bundle.predictors[target]
     cal = bundle.manifest.target(target).calibration.calibration
     adapted, scales, global_scale = scale_forests(pred, measured, shrink)
     new_cal, choice, fit = recalibrate(adapted, cal, measured)
@@ -144,22 +145,68 @@ def adapt(device: str, models: Sequence[ModelSource], budget_s: float = 300.0, o
 
 
 def measure_transfer(models: Sequence[ModelSource], ep: EPConfig, target: str, settings: MeasureSettings,
-                     deadline: float, say: Progress) -> tuple[list[MeasuredModel], list[str]]:
-    """Measure transfer models in order until `deadline` (perf_counter seconds): a model that fails is skipped with
-    its reason, an interrupt goes through (nothing is written before the end)."""
+                     deadline: float, say: Progress,
+                     pred: KernelPredictor | None = None) -> tuple[list[MeasuredModel], list[str]]:
+    """Measure transfer models until `deadline` (perf_counter seconds): a model that fails is skipped with its
+    reason, an interrupt goes through (nothing is written before the end).
+
+    With the source predictor `pred`, the order follows its sensitivity to this host (`next_family`): one model of
+    every family first, then always the family whose kernels' measured/predicted ratios stray furthest from the
+    others', so a tight budget is spent where the forests are most wrong here. Without it, `models`' own order."""
+    queues: dict[str, list[ModelSource]] = {}
+    for src in models:
+        queues.setdefault(src.family if pred is not None else "", []).append(src)
+    ratios: dict[str, list[float]] = {f: [] for f in queues}
+    done: dict[str, int] = dict.fromkeys(queues, 0)
     measured: list[MeasuredModel] = []
     skipped: list[str] = []
-    for i, src in enumerate(models):
+    total = len(models)
+    for i in range(total):
         if time.perf_counter() >= deadline:
-            skipped.append(f"{len(models) - i} model(s) left unmeasured: the budget was spent")
+            skipped.append(f"{total - i} model(s) left unmeasured: the budget was spent")
             break
-        say(f"transfer model {i + 1}/{len(models)}: {src.name}")
+        family = next_family({f: q for f, q in queues.items() if q}, ratios, done)
+        src = queues[family].pop(0)
+        done[family] += 1
+        say(f"transfer model {i + 1}/{total}: {src.name}")
         try:
-            measured.append(measure_one(src, ep, target, settings))
+            m = measure_one(src, ep, target, settings)
         except Exception as exc:  # any failure of one model is a skip; interrupts go through
             log.debug("%s failed", src.name, exc_info=exc)
             skipped.append(f"{src.name}: {str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__}")
+            continue
+        measured.append(m)
+        if pred is not None:
+            ratios[family].extend(kernel_log_ratios(pred, m))
     return measured, skipped
+
+
+def kernel_log_ratios(pred: KernelPredictor, m: MeasuredModel) -> list[float]:
+    """log(measured / predicted) of each measured kernel of a transfer model."""
+    uniq = {s.kernel_id: s for s in m.specs}
+    p_of = dict(zip(uniq, pred.predict_routes(list(uniq.values()), 1)[2], strict=True))
+    return [math.log(y / float(p_of[s.kernel_id])) for s, y in zip(m.specs, m.target_ms, strict=True)
+            if math.isfinite(y) and y > 0 and float(p_of[s.kernel_id]) > 0]
+
+
+def next_family(queues: Mapping[str, Sequence[ModelSource]], ratios: Mapping[str, Sequence[float]],
+                done: Mapping[str, int]) -> str:
+    """The family to measure next: the first (in queue order) not measured yet; else the one whose kernels'
+    log ratios stray furthest from all the others' (distance of the medians plus the family's own spread), damped
+    by the square root of the models measured of it, so a family measured often yields to one less certain."""
+    fresh = [f for f in queues if done.get(f, 0) == 0]
+    if fresh:
+        return fresh[0]
+    pooled = [r for f in ratios for r in ratios[f]]
+    centre = float(np.median(pooled)) if pooled else 0.0
+
+    def sensitivity(f: str) -> float:
+        r = np.asarray(ratios.get(f, ()), dtype=float)
+        if r.size == 0:
+            return math.inf  # measured, but no kernel came back: try it again before the known ones
+        return (abs(float(np.median(r)) - centre) + float(np.std(r))) / math.sqrt(done[f])
+
+    return max(queues, key=sensitivity)
 
 
 def measure_one(src: ModelSource, ep: EPConfig, target: str, settings: MeasureSettings) -> MeasuredModel:

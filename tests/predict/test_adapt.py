@@ -13,7 +13,7 @@ from hase.errors import HaseError
 from hase.measure.signature import Signature
 from hase.measure.store import Store
 from hase.measure.types import ModelSource
-from hase.predict.adapt import MeasuredModel, adapt, scale_forests
+from hase.predict.adapt import MeasuredModel, adapt, next_family, scale_forests
 from hase.predict.bundle import load_bundle, read_manifest
 from hase.predict.dataset import load_device_data
 from hase.predict.estimate import estimate_model
@@ -90,3 +90,18 @@ def test_an_interrupted_adaptation_writes_nothing(root, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         adapt("cpu-1t", sources, 40.0, tmp_path / "out", root / "predictors", progress=stop)
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_the_transfer_order_measures_every_family_first_then_where_the_source_is_most_wrong(tmp_path):
+    """`next_family`, pure composition: unmeasured families in queue order first; then the family whose kernels'
+    measured/predicted log ratios stray furthest from the rest, damped as it gets measured more."""
+    src = [ModelSource(f"{f}{i}", f, tmp_path / f"{f}{i}.onnx") for f in ("conv", "gemm", "pool") for i in range(3)]
+    queues = {f: [s for s in src if s.family == f] for f in ("conv", "gemm", "pool")}
+    none_yet = {"conv": [], "gemm": [], "pool": []}
+    assert next_family(queues, none_yet, {"conv": 1, "gemm": 0, "pool": 0}) == "gemm"
+    ratios = {"conv": [-0.6] * 6, "gemm": [-0.61, -0.6], "pool": [0.1, 0.3, 0.2]}  # pool is off here
+    assert next_family(queues, ratios, {"conv": 1, "gemm": 1, "pool": 1}) == "pool"
+    ratios["gemm"] = [-0.3, -0.2]  # gemm is off too, less so: it waits while pool is measured little ...
+    assert next_family(queues, ratios, {"conv": 1, "gemm": 1, "pool": 1}) == "pool"
+    assert next_family(queues, ratios, {"conv": 1, "gemm": 1, "pool": 50}) == "gemm"  # ... and not once it is a lot
+    assert next_family(queues, {**ratios, "gemm": []}, {"conv": 1, "gemm": 1, "pool": 1}) == "gemm"  # nothing back yet
