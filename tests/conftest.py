@@ -133,3 +133,16 @@ def exported_dir() -> Path:
     for name in VENDORED:
         exported_model(name)
     return VENDORED_DIR
+
+
+@pytest.fixture(scope="session")
+def tiny_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny real store (`tests/tiny_store.py`) and its trained predictors, built once per session: root/tiny.sqlite,
+    root/predictors/cpu-1t."""
+    from tiny_store import build_tiny_store, train_tiny  # tiny_store imports this module's model builders
+
+    root = tmp_path_factory.getbasetemp() / "hase_tiny"
+    root.mkdir(exist_ok=True)
+    build_tiny_store(root)
+    train_tiny(root)
+    return root

@@ -6,13 +6,12 @@ ONNX Runtime with a fast timing policy (built once per session, reused by test_e
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import onnx
 import pandas as pd
 import pytest
-from tiny_store import TINY_CONFIG, build_tiny_store, mlp_model, train_tiny
+from tiny_store import TINY_CONFIG, mlp_model
 
 from hase.cli import main
 from hase.errors import HaseError
@@ -20,16 +19,6 @@ from hase.evaluate.evaluation import evaluate_predictor
 from hase.predict import baselines, crossval, dataset
 from hase.predict.calibration import CANDIDATES
 from hase.predict.manifest import Manifest
-
-
-@pytest.fixture(scope="session")
-def tiny_root(tmp_path_factory) -> Path:
-    root = tmp_path_factory.getbasetemp() / "hase_tiny"
-    root.mkdir(exist_ok=True)
-    build_tiny_store(root)
-    train_tiny(root)
-    return root
-
 
 # ---------------------------------------------------------------------- on a real tiny store
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import onnx
 import pytest
 from conftest import conv_bn_relu_model
-from tiny_store import build_tiny_store, train_tiny
 
 from hase.cli import main
 from hase.evaluate.measured import KernelCheck, PredictionCheck, check_models, check_prediction
@@ -23,11 +22,8 @@ QUICK = BlockPolicy(warmup=1, blocks=2, block=TimingPolicy(warmup=0, min_runs=3,
 
 
 @pytest.fixture(scope="module")
-def predictors(tmp_path_factory) -> Path:
-    root = tmp_path_factory.getbasetemp() / "hase_tiny"
-    root.mkdir(exist_ok=True)
-    build_tiny_store(root)
-    return train_tiny(root)
+def predictors(tiny_root: Path) -> Path:
+    return tiny_root / "predictors"
 
 
 @pytest.fixture

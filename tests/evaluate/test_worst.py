@@ -1,26 +1,14 @@
 """hase.evaluate.worst: the worst models with the kernels that carry their error, first in the report."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
-from tiny_store import build_tiny_store, train_tiny
 
 from hase.evaluate import worst
 from hase.evaluate.evaluation import evaluate_predictor
 from hase.evaluate.report import write_report
 from hase.predict import dataset
-
-
-@pytest.fixture(scope="module")
-def tiny_root(tmp_path_factory) -> Path:
-    root = tmp_path_factory.getbasetemp() / "hase_tiny"
-    root.mkdir(exist_ok=True)
-    build_tiny_store(root)
-    train_tiny(root)
-    return root
 
 
 def test_largest_differences_rank_nodes_by_what_they_add_to_the_error():

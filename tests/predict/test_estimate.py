@@ -9,7 +9,6 @@ import onnx
 import pytest
 from conftest import conv_bn_relu_model
 from onnx import TensorProto, helper
-from tiny_store import build_tiny_store, train_tiny
 
 from hase.cli import main
 from hase.predict.bundle import load_bundle
@@ -25,11 +24,8 @@ from hase.predict.estimate import (
 
 
 @pytest.fixture(scope="module")
-def predictors(tmp_path_factory) -> Path:
-    root = tmp_path_factory.getbasetemp() / "hase_tiny"
-    root.mkdir(exist_ok=True)
-    build_tiny_store(root)
-    return train_tiny(root)
+def predictors(tiny_root: Path) -> Path:
+    return tiny_root / "predictors"
 
 
 # ---------------------------------------------------------------------- composing and predicting models

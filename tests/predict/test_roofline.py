@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
-from tiny_store import TINY_CONFIG, build_tiny_store, train_tiny
+from tiny_store import TINY_CONFIG
 
 from hase.cli import main
 from hase.kernels.types import KernelSpec, TensorSpec
@@ -30,13 +30,6 @@ PEAKS = HostPeaks("cpu-1t", 1e11, (BandwidthLevel("L1", 32 << 10, 16 << 10, 2e11
                                    BandwidthLevel("DRAM", 0, 64 << 20, 1e10)), 0.01)
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    root = tmp_path_factory.getbasetemp() / "hase_tiny"
-    root.mkdir(exist_ok=True)
-    build_tiny_store(root)
-    train_tiny(root)
-    return root
 
 
 def test_roofline_is_compute_or_memory_bound_at_the_working_sets_level():
@@ -64,23 +57,23 @@ def test_peaks_are_measured_on_real_sessions_and_round_trip_the_store_rows():
     assert HostPeaks.from_dict(json.loads(json.dumps(peaks.to_dict()))) == peaks
 
 
-def test_collect_stores_the_peaks_and_training_keeps_them(tiny):
+def test_collect_stores_the_peaks_and_training_keeps_them(tiny_root):
     assert job_label(PeaksJob()) == ("host peaks", "peaks")
-    with Store(tiny / "tiny.sqlite", readonly=True) as store:
+    with Store(tiny_root / "tiny.sqlite", readonly=True) as store:
         assert store.is_done(PeaksJob().job_id, "cpu-1t")  # one job per device and store: never measured twice
-    data = dataset.load_device_data(tiny / "tiny.sqlite", "cpu-1t")
+    data = dataset.load_device_data(tiny_root / "tiny.sqlite", "cpu-1t")
     assert data.peaks is not None and data.peaks.gemm_flops_per_s > 0
-    manifest = read_manifest(tiny / "predictors" / "cpu-1t")
+    manifest = read_manifest(tiny_root / "predictors" / "cpu-1t")
     assert manifest.peaks is not None and HostPeaks.from_dict(manifest.peaks) == data.peaks
-    pred = load_bundle(tiny / "predictors" / "cpu-1t").predictors["span"]
+    pred = load_bundle(tiny_root / "predictors" / "cpu-1t").predictors["span"]
     assert pred.host_peaks() == data.peaks and roofline.ALL in pred.bands_
     assert manifest.targets["span"].predictor.bands == pred.bands_  # the bands are readable in manifest.json
 
 
-def test_in_range_kernels_are_never_clamped(tiny):
+def test_in_range_kernels_are_never_clamped(tiny_root):
     """Every training kernel's prediction is the same with and without the band: clamping touches none of them."""
-    data = dataset.load_device_data(tiny / "tiny.sqlite", "cpu-1t")
-    cfg = load_train_config(tiny / "tiny.toml")
+    data = dataset.load_device_data(tiny_root / "tiny.sqlite", "cpu-1t")
+    cfg = load_train_config(tiny_root / "tiny.toml")
     y = dataset.kernel_targets(data, "span")
     specs = [data.specs[k] for k in y.index]
     bounded = cfg.predictor(False, data.peaks, "span").fit(specs, y.to_numpy()).predict_bounded(specs)
@@ -89,9 +82,9 @@ def test_in_range_kernels_are_never_clamped(tiny):
     assert np.isnan(free.roofline_ms).all() and (bounded.roofline_ms > 0).all()
 
 
-def test_roofline_forests_predict_and_save(tiny, tmp_path):
+def test_roofline_forests_predict_and_save(tiny_root, tmp_path):
     """With `roofline = true` the trees correct the roofline time; the predictor saves, loads and predicts alike."""
-    data = dataset.load_device_data(tiny / "tiny.sqlite", "cpu-1t")
+    data = dataset.load_device_data(tiny_root / "tiny.sqlite", "cpu-1t")
     (tmp_path / "r.toml").write_text(TINY_CONFIG.replace("[training]", "[training]\nroofline = true"))
     y = dataset.kernel_targets(data, "warm")
     specs = [data.specs[k] for k in y.index]
@@ -113,9 +106,9 @@ def huge_pool_model(path: Path) -> Path:
     return path
 
 
-def test_a_kernel_far_outside_the_training_range_is_bounded_and_counted(tiny, tmp_path, capsys):
+def test_a_kernel_far_outside_the_training_range_is_bounded_and_counted(tiny_root, tmp_path, capsys):
     path = huge_pool_model(tmp_path / "pool.onnx")
-    bundle = load_bundle(tiny / "predictors" / "cpu-1t")
+    bundle = load_bundle(tiny_root / "predictors" / "cpu-1t")
     est = estimate_model(path, bundle)
     (k,) = [k for k in est.kernels if k.op_type == "AveragePool"]
     lo, hi = roofline.band_ms(np.array([k.roofline_ms]), ["pool"], bundle.predictors[est.target].bands_)
@@ -124,10 +117,10 @@ def test_a_kernel_far_outside_the_training_range_is_bounded_and_counted(tiny, tm
     d = est.to_dict()
     assert d["n_clamped"] == len(est.clamped) and {"op_type": "AveragePool", "side": k.clamped}.items() <= next(
         c for c in d["clamped"] if c["op_type"] == "AveragePool").items()
-    assert main(["predict", str(path), "--predictors", str(tiny / "predictors"), "--json"]) == 0
+    assert main(["predict", str(path), "--predictors", str(tiny_root / "predictors"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["n_clamped"] >= 1 and "AveragePool" in {c["op_type"] for c in out["clamped"]}
-    assert main(["predict", str(path), "--predictors", str(tiny / "predictors")]) == 0
+    assert main(["predict", str(path), "--predictors", str(tiny_root / "predictors")]) == 0
     assert "clamped to the physical band" in capsys.readouterr().out
 
 
