@@ -107,3 +107,18 @@ def test_host_show_and_adapt_errors(capsys, tmp_path):
     assert main(["adapt", "--device", "cpu-1t", "--budget-s", "5", "--models", str(tmp_path),
                  "--out", str(tmp_path / "out")]) == 2
     assert "too short" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "match"), [
+    (["adapt", "--device", "nope"], "no trained predictor for device 'nope'"),
+    (["adapt", "--models", "/nonexistent/dir"], "models directory not found: /nonexistent/dir"),
+    (["adapt", "--out", "hase/predictors"], "inside the predictors shipped with Hase"),
+    (["host", "check", "--device", "nope"], "no trained predictor for device 'nope'"),
+])
+def test_bad_adapt_and_host_check_input_is_one_line_and_writes_nothing(argv, match, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])  # `hase/predictors` names the shipped folder from the root
+    monkeypatch.setenv("HASE_PREDICTORS_DIR", str(tmp_path / "user"))
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and match in err[0] and "Traceback" not in err[0]
+    assert not (tmp_path / "user").exists()
