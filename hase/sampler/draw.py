@@ -23,6 +23,10 @@ seed always give the same samples.
     conv = 0.35
     matmul = 0.25
     ...
+
+A family left out of `[sampler.shares]` draws nothing; adding one to an existing config with `kernels` raised by the
+same proportion keeps every other family's samples as they were (each family has its own random stream), so a
+collect measures only the new blocks.
 """
 from __future__ import annotations
 
@@ -38,13 +42,24 @@ import numpy as np
 
 from hase.errors import HaseError
 from hase.sampler.ranges import KernelRanges, read_ranges
-from hase.zoo.blocks import ELTWISE_OPS, MOVEMENT_OPS, POOL_KINDS, SOFTMAX_OPS, TRANSPOSE_OPS, block_flops
+from hase.zoo.blocks import (
+    ELTWISE_OPS,
+    INDEX_KINDS,
+    MOVEMENT_OPS,
+    POOL_KINDS,
+    SOFTMAX_OPS,
+    TRANSPOSE_OPS,
+    block_flops,
+)
 from hase.zoo.registry import ModelSpec, get_family
 
-#: block family -> the kernel-ranges family it samples from
+#: sampler family -> the kernel-ranges family it samples from
 SOURCES = {"conv": "conv", "matmul": "matmul", "attention": "batched_matmul", "norm": "norm", "pool": "pool",
-           "eltwise": "eltwise"}
-DEFAULT_SHARES = {"conv": 0.35, "matmul": 0.25, "attention": 0.1, "norm": 0.08, "pool": 0.07, "eltwise": 0.15}
+           "eltwise": "eltwise", "index": "movement", "conv_nchw": "conv"}
+#: sampler family -> the block family (`sampled-<name>`) that builds its samples, where the two differ
+BLOCKS = {"conv_nchw": "conv"}
+DEFAULT_SHARES = {"conv": 0.35, "matmul": 0.25, "attention": 0.1, "norm": 0.08, "pool": 0.07, "eltwise": 0.15,
+                  "index": 0.06, "conv_nchw": 0.05}
 # Rare in real graphs but not predictable from their neighbours: a forest that never saw a grouped convolution
 # (14 of the 1,059 conv kernels of kernel_ranges.csv, RegNets' and DLA's) predicted RegNets 1.6-2.4x too slow,
 # one that never saw a Resize put CrossViT's bicubic 240->224 resize (21 ms, a third of the model) at 0.05 ms.
@@ -72,6 +87,12 @@ SOFTMAX_TOKENS_SHARE = 0.12
 # head transposes (TRANSPOSE_OPS): ORT's time per element differs 9x between permutations of the same data
 HEAD_TRANSPOSE_SHARE = 0.18
 TRANSPOSE_WEIGHTS = _half_on("Transpose20341", TRANSPOSE_OPS)
+# Convolutions whose channels are no multiple of 8 stay in plain NCHW (ORT's NCHWc transformer wants whole channel
+# blocks): MixNet splits 480 channels into depthwise groups of 90 and 9x9 windows, 10x the time per MAC of an NCHWc
+# depthwise conv. The conv sampler rounds channels to multiples of 8, so `conv_nchw` draws these: depthwise
+# (`NCHW_DEPTHWISE_SHARE` of them, kernels `NCHW_KERNELS`) or dense, channels just off a multiple of 8.
+NCHW_DEPTHWISE_SHARE = 0.7
+NCHW_KERNELS = (3, 5, 7, 9)
 _ROUND8 = frozenset({"c_in", "c_out", "channels", "k", "n", "hidden", "width", "group_width"})
 _TRIES = 200
 
@@ -172,7 +193,7 @@ def sample_specs(cfg: SamplerConfig, ranges: KernelRanges | None = None) -> list
 
 def _fit(block: str, sample: BlockParams, cfg: SamplerConfig) -> ModelSpec | None:
     """The spec of a sample, or None when it costs more than max_mflop or the family refuses it."""
-    family = f"sampled-{block}"
+    family = f"sampled-{BLOCKS.get(block, block)}"
     params = block_values(sample)
     if block_flops(family, params) > cfg.max_mflop * 1e6:
         return None
@@ -250,7 +271,16 @@ class EltwiseParams:
     op: str
 
 
-BlockParams = ConvParams | MatmulParams | AttentionParams | NormParams | PoolParams | EltwiseParams
+@dataclass(frozen=True)
+class IndexParams:
+    """A sampled Gather or ScatterND (`sampled-index`) of `kind` (`hase.zoo.blocks.INDEX_KINDS`) over rows x width."""
+
+    rows: int
+    width: int
+    kind: str
+
+
+BlockParams = ConvParams | MatmulParams | AttentionParams | NormParams | PoolParams | EltwiseParams | IndexParams
 
 
 def block_values(sample: BlockParams) -> dict[str, Any]:
@@ -306,6 +336,24 @@ def _conv(d: Draw) -> ConvParams:
     return ConvParams(batch, c_in, c_out, max(spatial, kernel), kernel, stride, dilation, groups, act)
 
 
+def _off8(c: int, rng: np.random.Generator) -> int:
+    """`c` moved to a channel count that is no multiple of 8 (never below 3)."""
+    c = max(3, c - int(rng.integers(1, 8))) if c > 8 else max(3, c)
+    return c + 1 if c % 8 == 0 else c
+
+
+def _conv_nchw(d: Draw) -> ConvParams:
+    batch, c_in, c_out, spatial, stride = (d.num(k) for k in ("batch", "c_in", "c_out", "spatial", "stride"))
+    c_in = _off8(c_in, d.rng)
+    if d.rng.random() < NCHW_DEPTHWISE_SHARE:
+        kernel = int(d.rng.choice(NCHW_KERNELS))
+        c_out, groups = c_in, c_in
+    else:
+        kernel, groups = d.num("kernel"), 1
+    act = "relu" if d.rng.random() < 0.7 else "none"
+    return ConvParams(batch, c_in, c_out, max(spatial, kernel), kernel, min(stride, 2), 1, groups, act)
+
+
 def _matmul(d: Draw) -> MatmulParams:
     rows, k, n = (d.num(dim) for dim in ("rows", "k", "n"))
     rank = 3 if rows > 1 and d.rng.random() < 0.7 else 2
@@ -351,5 +399,11 @@ def _eltwise(d: Draw) -> EltwiseParams:
     return EltwiseParams(rows, width, op)
 
 
+def _index(d: Draw) -> IndexParams:
+    """A Gather or ScatterND of each kind equally often, sized as the ranges' data movement."""
+    return IndexParams(d.num("rows"), d.num("width"), str(d.rng.choice(INDEX_KINDS)))
+
+
 SAMPLERS: dict[str, Callable[[Draw], BlockParams]] = {
-    "conv": _conv, "matmul": _matmul, "attention": _attention, "norm": _norm, "pool": _pool, "eltwise": _eltwise}
+    "conv": _conv, "matmul": _matmul, "attention": _attention, "norm": _norm, "pool": _pool, "eltwise": _eltwise,
+    "index": _index, "conv_nchw": _conv_nchw}

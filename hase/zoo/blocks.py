@@ -54,12 +54,25 @@ MAIN_OPS: dict[str, frozenset[str]] = {
     "sampled-pool": frozenset({"MaxPool", "AveragePool", "GlobalAveragePool"}),
     "sampled-eltwise": frozenset(ELTWISE_OPS) | {"Resize", "Softmax"},
     "sampled-resize": frozenset({"Resize"}),
+    "sampled-index": frozenset({"Gather", "ScatterND"}),
 }
 #: pooling as real graphs write it: `max`/`avg` windows, `global` (GlobalAveragePool), `window` (global pooling
 #: written as an AveragePool whose window is the whole plane, HF's EfficientNet pooler over 1280x7x7) and `mixer`
 #: (PoolFormer's token mixer: a stride-1 AveragePool without the padding in the mean, minus its input)
 POOL_KINDS = ("max", "avg", "global", "window", "mixer")
 RESIZE_MODE_NAMES = ("nearest", "linear", "cubic")
+# Indexing as real exports write it, whose time is per index, not per byte (a forest that had seen only embedding
+# lookups, whole rows per index, put them at a memcpy's time, 15-40x too fast):
+# - `window`: ConvBERT's span convolution unfolds [b, seq, hidden + 8, 1] along the tokens with a [9, hidden] index
+#   (one element per index, 9x the input);
+# - `inner`: and then picks index 0 of a last axis of size 1 (an element-wise copy through Gather);
+# - `scatter`: MViTv2's relative-position add writes [1, heads, q, k] back with ScatterND, one full 4-d coordinate
+#   per element (ORT copies the data, then writes each update);
+# - `rows`: ScatterND of whole rows ([n, 1] indices into [rows, width]), the per-row form.
+INDEX_KINDS = ("window", "inner", "scatter", "rows")
+INDEX_WINDOW = 9
+INDEX_MAX_ELEMENTS = 1 << 20  # output elements of a sampled index op (a full-coordinate scatter's indices are 32
+# bytes per element: 32 MB at this size; MViTv2-T's largest, [1, 1, 3136, 196], has 615k)
 
 
 def is_sampled(family: str) -> bool:
@@ -189,6 +202,41 @@ def build_resize(g: GraphBuilder, p: dict[str, Any]) -> None:
                    coordinate_transformation_mode="half_pixel"), "output")
 
 
+def _check_index(p: dict[str, Any]) -> None:
+    n = p["rows"] * p["width"] * (INDEX_WINDOW if p["kind"] == "window" else 1)
+    if n > INDEX_MAX_ELEMENTS:
+        raise HaseError(f"sampled-index: {p['kind']} over {p['rows']}x{p['width']} writes {n} elements, over "
+                        f"{INDEX_MAX_ELEMENTS}: use fewer rows or a smaller width")
+    if p["kind"] == "rows" and p["rows"] < 2:
+        raise HaseError("sampled-index: a row scatter needs rows >= 2")
+
+
+@register_family("sampled-index", _dim("rows", "m", 128), _dim("width", "w", 128),
+                 Param("kind", "", "window", choices=INDEX_KINDS), check=_check_index)
+def build_index(g: GraphBuilder, p: dict[str, Any]) -> None:
+    """One Gather or ScatterND whose indices address single elements or rows (`INDEX_KINDS`), over `rows` x
+    `width` (tokens x hidden, or query x key positions)."""
+    rows, width, kind = p["rows"], p["width"], p["kind"]
+    if kind == "window":
+        x = g.input("input", (1, rows, width + INDEX_WINDOW - 1, 1))
+        idx = np.arange(INDEX_WINDOW)[:, None] + np.arange(width)[None, :]
+        y = g.op1("Gather", [x.name, g.const(idx, np.int64)], (1, rows, INDEX_WINDOW, width, 1), axis=2)
+    elif kind == "inner":
+        x = g.input("input", (1, rows, width, 1))
+        y = g.op1("Gather", [x.name, g.const(np.zeros((1, 1)), np.int64)], (1, rows, width, 1, 1), axis=3)
+    elif kind == "scatter":
+        x = g.input("input", (1, 1, rows, width))
+        updates = g.input("updates", (1, 1, rows, width))
+        grid = np.stack(np.meshgrid(np.zeros(1), np.zeros(1), np.arange(rows), np.arange(width), indexing="ij"), -1)
+        y = g.op1("ScatterND", [x.name, g.const(grid, np.int64), updates.name], x.shape)
+    else:
+        x = g.input("input", (rows, width))
+        picked = np.arange(0, rows, 2)[:, None]
+        updates = g.input("updates", (len(picked), width))
+        y = g.op1("ScatterND", [x.name, g.const(picked, np.int64), updates.name], x.shape)
+    g.output(y, "output")
+
+
 def _movement(g: GraphBuilder, op: str, rows: int, width: int) -> Tensor:
     """A head transpose or a softmax over tokens (rows tokens, `width` split into heads), or a Resize of
     [1, c, side, side]."""
@@ -225,8 +273,9 @@ def block_flops(family: str, p: dict[str, Any]) -> float:
         return float(4.0 * p["batch"] * p["m"] * p["k"] * p["n"])
     if family == "sampled-pool":
         return float(p["batch"] * p["channels"] * p["spatial"] ** 2 * (MEMORY_FLOPS + p["kernel"] ** 2))
-    if family in ("sampled-norm", "sampled-eltwise"):
-        return float(p["rows"] * p.get("hidden", p.get("width", 1))) * MEMORY_FLOPS
+    if family in ("sampled-norm", "sampled-eltwise", "sampled-index"):
+        copies = INDEX_WINDOW if p.get("kind") == "window" else 1  # a window gather writes 9x its rows x width
+        return float(p["rows"] * p.get("hidden", p.get("width", 1)) * copies) * MEMORY_FLOPS
     if family == "sampled-resize":
         return float(p["channels"] * (p["side"] ** 2 + p["out"] ** 2)) * MEMORY_FLOPS
     raise HaseError(f"unknown sampled family {family!r}: use one of {sorted(MAIN_OPS)}")

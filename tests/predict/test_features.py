@@ -67,6 +67,21 @@ def test_matmul_dims_batch_and_transposes():
     assert (vec["m"], vec["n"], vec["k"]) == (1, 10, 64)
 
 
+def test_einsum_is_a_matrix_product_with_its_dims_from_the_equation():
+    """CvT's attention `bhlk,bhtk->bhlt` is q @ k^T batched over b, h: FLOPs of the product, not element counts."""
+    scores = spec("Einsum", [((1, 2, 3136, 64), False), ((1, 2, 49, 64), False)], [(1, 2, 3136, 49)],
+                  [("equation", "bhlk,bhtk->bhlt")])
+    assert features.family_of("Einsum").name == "matmul"
+    f = features.extract(scores)
+    assert (f["batch"], f["m"], f["n"], f["k"], f["trans_b"]) == (2, 3136, 49, 64, 1)
+    assert f["flops"] == 2 * 2 * 3136 * 49 * 64
+    rel = spec("Einsum", [((1, 1, 56, 56, 96), False), ((56, 56, 96), False)], [(1, 1, 56, 56, 56)],
+               [("equation", "byhwc,hkc->byhwk")])  # MViTv2's relative positions: batched over h
+    assert (features.extract(rel)["batch"], features.extract(rel)["k"]) == (56, 96)
+    odd = spec("Einsum", [((4, 8), False), ((8, 3), False)], [(4, 3)], [("equation", "...i,ij->...j")])
+    assert features.extract(odd)["m"] == 12  # an equation it cannot read: one product per output element
+
+
 def test_elementwise_broadcast_patterns():
     same = features.extract(spec("Add", [((1, 8, 4, 4), False), ((1, 8, 4, 4), False)], [(1, 8, 4, 4)]))
     scalar = features.extract(spec("Mul", [((1, 8, 4, 4), False), ((), True)], [(1, 8, 4, 4)]))

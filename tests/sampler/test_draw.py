@@ -12,6 +12,7 @@ from hase import zoo
 from hase.errors import HaseError
 from hase.sampler.config import load_zoo, read_zoo, zoo_sampler
 from hase.sampler.draw import (
+    BLOCKS,
     SAMPLERS,
     SOURCES,
     Draw,
@@ -44,7 +45,10 @@ def test_shares_budget_and_cost_cap():
     cfg = _cfg(kernels=101, max_mflop=50.0)
     specs = sample_specs(cfg)
     per_family = Counter(s.family.removeprefix("sampled-") for s in specs)
-    assert per_family == family_counts(cfg) and sum(per_family.values()) == 101
+    expected: Counter[str] = Counter()
+    for name, count in family_counts(cfg).items():
+        expected[BLOCKS.get(name, name)] += count  # conv_nchw's samples are sampled-conv blocks
+    assert per_family == expected and sum(per_family.values()) == 101
     assert all(block_flops(s.family, s.kwargs()) <= 50e6 for s in specs)
 
 
@@ -74,7 +78,7 @@ def test_each_block_family_draws_a_typed_record_of_its_parameters():
             record = sampler(Draw(np.random.default_rng(3), ranges, SOURCES[block], uniform))
             assert dataclasses.is_dataclass(record) and type(record).__name__.lower().startswith(block[:4])
             values = block_values(record)
-            assert set(values) == set(get_family(f"sampled-{block}").param_names), block
+            assert set(values) == set(get_family(f"sampled-{BLOCKS.get(block, block)}").param_names), block
             with pytest.raises(dataclasses.FrozenInstanceError):
                 setattr(record, next(iter(values)), 0)
 
@@ -125,3 +129,23 @@ def test_sampled_mixers_have_odd_windows_and_an_even_one_is_refused():
     spec = zoo.get_family("sampled-pool").spec({"kind": "mixer", "kernel": 4, "stride": 1, "spatial": 14})
     with pytest.raises(HaseError, match="needs an odd kernel"):
         zoo.build_model(spec)
+
+
+def test_new_shares_with_kernels_raised_keep_the_other_families_samples():
+    """Each family draws from its own stream: adding `index` and `conv_nchw` with `kernels` raised in proportion
+    (240 -> 288 for 0.1 + 0.1) leaves every old sample in place, so a collect measures only the new blocks."""
+    old = _cfg(kernels=240, shares={"conv": 0.5, "matmul": 0.3, "eltwise": 0.2})
+    new = dataclasses.replace(old, kernels=288, shares={**old.shares, "index": 0.1, "conv_nchw": 0.1})
+    before, after = {s.name for s in sample_specs(old)}, {s.name for s in sample_specs(new)}
+    assert before < after and len(after - before) == family_counts(new)["index"] + family_counts(new)["conv_nchw"]
+
+
+def test_nchw_convs_have_channels_off_a_multiple_of_8_and_index_blocks_every_kind():
+    specs = sample_specs(_cfg(kernels=60, shares={"conv_nchw": 1.0, "index": 1.0}))
+    convs = [s.kwargs() for s in specs if s.family == "sampled-conv"]
+    index = [s.kwargs() for s in specs if s.family == "sampled-index"]
+    assert len(convs) == len(index) == 30
+    assert all(p["c_in"] % 8 for p in convs)
+    depthwise = [p for p in convs if p["groups"] == p["c_in"] > 1]
+    assert depthwise and {p["kernel"] for p in depthwise} <= {3, 5, 7, 9}
+    assert {p["kind"] for p in index} == {"window", "inner", "scatter", "rows"}

@@ -6,6 +6,7 @@ import onnx
 import pytest
 
 from hase import zoo
+from hase.errors import HaseError
 from hase.kernels import graph, split
 from hase.runtime.types import EPConfig
 from hase.zoo.blocks import MAIN_OPS, block_flops, is_sampled
@@ -127,3 +128,26 @@ def test_resize_block_upsamples_as_segmentation_decoders_do():
     assert rs.inputs[0].shape == (1, 8, 16, 16) and rs.outputs[0].shape == (1, 8, 64, 64)
     assert dict(rs.attrs)["mode"] == "linear"
     assert block_flops("sampled-resize", {"channels": 8, "side": 16, "out": 64}) > 0
+
+
+@pytest.mark.parametrize(("kind", "op", "index_shape", "out"), [
+    ("window", "Gather", (9, 24), (1, 16, 9, 24, 1)),  # ConvBERT's span unfold: one element per index
+    ("inner", "Gather", (1, 1), (1, 16, 24, 1, 1)),  # index 0 of a last axis of size 1
+    ("scatter", "ScatterND", (1, 1, 16, 24, 4), (1, 1, 16, 24)),  # MViTv2: a full coordinate per element
+    ("rows", "ScatterND", (8, 1), (16, 24)),  # whole rows
+])
+def test_index_block_addresses_single_elements_or_rows(kind, op, index_shape, out):
+    (k,) = _main("sampled-index", _kernels("sampled-index", rows=16, width=24, kind=kind))
+    assert k.op_type == op and k.inputs[1].const and k.inputs[1].shape == index_shape and k.outputs[0].shape == out
+    assert block_flops("sampled-index", {"rows": 16, "width": 24, "kind": kind}) > 0
+
+
+def test_index_block_refuses_a_size_over_its_limit():
+    with pytest.raises(HaseError, match="over 1048576"):
+        zoo.get_family("sampled-index").spec({"rows": 4096, "width": 4096, "kind": "scatter"})
+
+
+def test_a_depthwise_conv_with_channels_off_a_multiple_of_8_stays_nchw():
+    """What the sampler's conv_nchw draws: ORT leaves it out of NCHWc (MixNet's 90-channel 9x9 depthwise convs)."""
+    (conv,) = _main("sampled-conv", _kernels("sampled-conv", c_in=90, c_out=90, groups=90, kernel=9, spatial=14))
+    assert conv.domain != "com.microsoft.nchwc" and conv.inputs[0].shape == (1, 90, 14, 14)  # Conv or FusedConv

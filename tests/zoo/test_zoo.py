@@ -45,6 +45,7 @@ SMALL = {
     "sampled-pool": ({"channels": 16, "spatial": 16, "kernel": 3, "stride": 2}, {"output": (1, 16, 8, 8)}),
     "sampled-eltwise": ({"rows": 8, "width": 16, "op": "Concat"}, {"output": (1, 8, 32)}),
     "sampled-resize": ({"channels": 4, "side": 8, "out": 32}, {"output": (1, 4, 32, 32)}),
+    "sampled-index": ({"rows": 8, "width": 16, "kind": "window"}, {"output": (1, 8, 9, 16, 1)}),
 }
 TRANSFORMER_STYLES = [
     {"gelu": "erf", "linear": "matmul", "scale": "div"},

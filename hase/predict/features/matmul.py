@@ -1,4 +1,4 @@
-"""Features of matrix products (MatMul, Gemm, FusedGemm, FusedMatMul) and fused attention.
+"""Features of matrix products (MatMul, Gemm, FusedGemm, FusedMatMul, two-operand Einsum) and fused attention.
 
 ORT prepacks a constant right-hand matrix once at session start, so `b_const` matters: a weight
 product and an activation-by-activation product (attention scores) of the same size cost differently.
@@ -9,7 +9,7 @@ from hase.kernels.types import KernelSpec
 from hase.predict.features.common import activation_code, attr, inp, numel, out0, safe_ratio, tensor_bytes
 from hase.predict.features.registry import feature_family
 
-MATMUL_OPS = ("MatMul", "Gemm", "FusedGemm", "FusedMatMul", "MatMulInteger", "QLinearMatMul")
+MATMUL_OPS = ("MatMul", "Gemm", "FusedGemm", "FusedMatMul", "MatMulInteger", "QLinearMatMul", "Einsum")
 MATMUL_COLUMNS = (
     ("batch", "product of the output's batch dimensions"),
     ("m", "rows of the product"),
@@ -45,8 +45,45 @@ ATTENTION_COLUMNS = (
 )
 
 
+def einsum_dims(equation: str, a_shape: tuple[int, ...], b_shape: tuple[int, ...]
+                ) -> tuple[int, int, int, int, bool, bool] | None:
+    """(batch, M, N, K, transA, transB) of a two-operand Einsum: letters in both operands and the output are batch,
+    in one operand and the output M or N, in both operands only K (a letter summed out of one operand counts in K).
+    CvT's attention `bhlk,bhtk->bhlt` is a batched q @ k^T (transB); None for anything else (no `->`, ellipsis,
+    shapes that do not match the letters)."""
+    eq = equation.replace(" ", "")
+    if "->" not in eq or "." in eq:
+        return None
+    lhs, out = eq.split("->")
+    ops = lhs.split(",")
+    if len(ops) != 2 or len(ops[0]) != len(a_shape) or len(ops[1]) != len(b_shape):
+        return None
+    size = dict(zip(ops[0], a_shape, strict=True)) | dict(zip(ops[1], b_shape, strict=True))
+    a, b = ops
+
+    def prod(letters: str) -> int:
+        return numel(tuple(size[c] for c in letters))
+
+    batch = prod("".join(c for c in out if c in a and c in b))
+    m = prod("".join(c for c in out if c in a and c not in b))
+    n = prod("".join(c for c in out if c in b and c not in a))
+    k = prod("".join(c for c in size if c not in out))
+    contracted = [c for c in b if c not in out]
+    trans_b = bool(contracted) and b.index(contracted[0]) > max((b.index(c) for c in b if c in out and c not in a),
+                                                                 default=-1)
+    contracted_a = [c for c in a if c not in out]
+    trans_a = bool(contracted_a) and a.index(contracted_a[-1]) < max((a.index(c) for c in a if c in out and c not in b),
+                                                                     default=-1)
+    return batch, m, n, k, trans_a, trans_b
+
+
 def _matmul_dims(spec: KernelSpec) -> tuple[int, int, int, int, bool, bool]:
     """(batch, M, N, K, transA, transB) of any matmul-like kernel."""
+    if spec.op_type == "Einsum":
+        a, b = inp(spec, 0), inp(spec, 1)
+        dims = einsum_dims(str(attr(spec, "equation", "")), tuple(a.shape), tuple(b.shape)) \
+            if a is not None and b is not None else None
+        return dims or (1, numel(out0(spec).shape), 1, 1, False, False)
     a, b = inp(spec, 0), inp(spec, 1)
     ash = tuple(a.shape) if a is not None else (1, 1)
     bsh = tuple(b.shape) if b is not None else (1, 1)
