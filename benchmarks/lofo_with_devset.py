@@ -68,7 +68,9 @@ def main() -> None:
         collect(sources, cfg, store)
     result = train(store_path, args.out / "predictors", load_train_config(args.config), args.device)
     cv = pd.read_csv(args.out / "predictors" / args.device / "cv_models.csv")
-    held = cv[(cv["split"] == "held_out") & (cv["target"] == result.default_target)]
+    target = result.manifest.targets[result.default_target]
+    held = cv[(cv["split"] == "held_out") & (cv["target"] == result.default_target)
+              & (cv["calibration"] == target.calibration.calibration.name)]  # one row per model: the shipped form
     base = pd.read_csv(args.out / "predictors" / args.device / "baselines.csv").set_index("model_id")
     held = held.join(base[["flops", "flops+bytes"]], on="model_id")
     rows = []
@@ -78,7 +80,8 @@ def main() -> None:
             s = score(part["measured_ms"], part[col])
             rows.append({"part": label, "method": method, "n": s.n, "acc10": s.acc10, "acc5": s.acc5,
                          "rmspe": s.rmspe})
-    print(f"leave-one-family-out, target {result.default_target}, {held['family'].nunique()} families held out")
+    print(f"leave-one-family-out, target {result.default_target}, calibration {target.calibration.calibration.name}, "
+          f"{held['family'].nunique()} families held out")
     print(pd.DataFrame(rows).round(3).to_string(index=False))
     per_family = held.groupby("family")[["measured_ms", "pred_ms"]].apply(
         lambda p: pd.Series({"n": len(p), "acc10": score(p["measured_ms"], p["pred_ms"]).acc10,

@@ -43,6 +43,7 @@ import numpy as np
 from hase.errors import HaseError
 from hase.sampler.ranges import KernelRanges, read_ranges
 from hase.zoo.blocks import (
+    EINSUM_EQUATIONS,
     ELTWISE_OPS,
     INDEX_KINDS,
     MOVEMENT_OPS,
@@ -55,11 +56,11 @@ from hase.zoo.registry import ModelSpec, get_family
 
 #: sampler family -> the kernel-ranges family it samples from
 SOURCES = {"conv": "conv", "matmul": "matmul", "attention": "batched_matmul", "norm": "norm", "pool": "pool",
-           "eltwise": "eltwise", "index": "movement", "conv_nchw": "conv"}
+           "eltwise": "eltwise", "index": "movement", "conv_nchw": "conv", "einsum": "batched_matmul"}
 #: sampler family -> the block family (`sampled-<name>`) that builds its samples, where the two differ
 BLOCKS = {"conv_nchw": "conv"}
 DEFAULT_SHARES = {"conv": 0.35, "matmul": 0.25, "attention": 0.1, "norm": 0.08, "pool": 0.07, "eltwise": 0.15,
-                  "index": 0.06, "conv_nchw": 0.05}
+                  "index": 0.06, "conv_nchw": 0.05, "einsum": 0.04}
 # Rare in real graphs but not predictable from their neighbours: a forest that never saw a grouped convolution
 # (14 of the 1,059 conv kernels of kernel_ranges.csv, RegNets' and DLA's) predicted RegNets 1.6-2.4x too slow,
 # one that never saw a Resize put CrossViT's bicubic 240->224 resize (21 ms, a third of the model) at 0.05 ms.
@@ -93,6 +94,7 @@ TRANSPOSE_WEIGHTS = _half_on("Transpose20341", TRANSPOSE_OPS)
 # (`NCHW_DEPTHWISE_SHARE` of them, kernels `NCHW_KERNELS`) or dense, channels just off a multiple of 8.
 NCHW_DEPTHWISE_SHARE = 0.7
 NCHW_KERNELS = (3, 5, 7, 9)
+EINSUM_KINDS = tuple(EINSUM_EQUATIONS)
 _ROUND8 = frozenset({"c_in", "c_out", "channels", "k", "n", "hidden", "width", "group_width"})
 _TRIES = 200
 
@@ -272,6 +274,18 @@ class EltwiseParams:
 
 
 @dataclass(frozen=True)
+class EinsumParams:
+    """A sampled Einsum (`sampled-einsum`): `batch` products of m x k by k x n written as `eq` (attention scores,
+    context, relative positions: `hase.zoo.blocks.EINSUM_EQUATIONS`)."""
+
+    batch: int
+    m: int
+    k: int
+    n: int
+    eq: str
+
+
+@dataclass(frozen=True)
 class IndexParams:
     """A sampled Gather or ScatterND (`sampled-index`) of `kind` (`hase.zoo.blocks.INDEX_KINDS`) over rows x width."""
 
@@ -280,7 +294,8 @@ class IndexParams:
     kind: str
 
 
-BlockParams = ConvParams | MatmulParams | AttentionParams | NormParams | PoolParams | EltwiseParams | IndexParams
+BlockParams = (ConvParams | MatmulParams | AttentionParams | NormParams | PoolParams | EltwiseParams | IndexParams
+               | EinsumParams)
 
 
 def block_values(sample: BlockParams) -> dict[str, Any]:
@@ -404,6 +419,11 @@ def _index(d: Draw) -> IndexParams:
     return IndexParams(d.num("rows"), d.num("width"), str(d.rng.choice(INDEX_KINDS)))
 
 
+def _einsum(d: Draw) -> EinsumParams:
+    batch, m, k, n = (d.num(dim) for dim in ("batch", "m", "k", "n"))
+    return EinsumParams(batch, m, k, n, str(d.rng.choice(EINSUM_KINDS)))
+
+
 SAMPLERS: dict[str, Callable[[Draw], BlockParams]] = {
     "conv": _conv, "matmul": _matmul, "attention": _attention, "norm": _norm, "pool": _pool, "eltwise": _eltwise,
-    "index": _index, "conv_nchw": _conv_nchw}
+    "index": _index, "conv_nchw": _conv_nchw, "einsum": _einsum}

@@ -55,6 +55,7 @@ MAIN_OPS: dict[str, frozenset[str]] = {
     "sampled-eltwise": frozenset(ELTWISE_OPS) | {"Resize", "Softmax"},
     "sampled-resize": frozenset({"Resize"}),
     "sampled-index": frozenset({"Gather", "ScatterND"}),
+    "sampled-einsum": frozenset({"Einsum"}),
 }
 #: pooling as real graphs write it: `max`/`avg` windows, `global` (GlobalAveragePool), `window` (global pooling
 #: written as an AveragePool whose window is the whole plane, HF's EfficientNet pooler over 1280x7x7) and `mixer`
@@ -202,6 +203,27 @@ def build_resize(g: GraphBuilder, p: dict[str, Any]) -> None:
                    coordinate_transformation_mode="half_pixel"), "output")
 
 
+# Einsum as real exports write it (ORT runs it as transposes around a batched MatMul, so the equation decides how
+# much is moved): CvT's attention scores `bhlk,bhtk->bhlt` and context `bhlt,bhtv->bhlv`, and MViTv2's relative
+# positions `byhwc,hkc->byhwk`, batched over a middle axis (12x the roofline time of the first two)
+EINSUM_EQUATIONS = {"qk": "bhlk,bhtk->bhlt", "av": "bhlt,bhtv->bhlv", "rel": "byhwc,hkc->byhwk"}
+
+
+@register_family("sampled-einsum", _dim("batch", "b", 2), _dim("m", "m", 256), _dim("k", "k", 64),
+                 _dim("n", "n", 64), Param("eq", "", "qk", choices=tuple(EINSUM_EQUATIONS)))
+def build_einsum(g: GraphBuilder, p: dict[str, Any]) -> None:
+    """One Einsum of `batch` products of m x k by k x n, written as `eq` (`EINSUM_EQUATIONS`)."""
+    b, m, k, n, eq = p["batch"], p["m"], p["k"], p["n"], p["eq"]
+    if eq == "qk":
+        shapes, out = ((1, b, m, k), (1, b, n, k)), (1, b, m, n)
+    elif eq == "av":
+        shapes, out = ((1, b, m, k), (1, b, k, n)), (1, b, m, n)
+    else:
+        shapes, out = ((1, 1, b, m, k), (b, n, k)), (1, 1, b, m, n)
+    a, c = g.input("a", shapes[0]), g.input("b", shapes[1])
+    g.output(g.op1("Einsum", [a.name, c.name], out, equation=EINSUM_EQUATIONS[eq]), "output")
+
+
 def _check_index(p: dict[str, Any]) -> None:
     n = p["rows"] * p["width"] * (INDEX_WINDOW if p["kind"] == "window" else 1)
     if n > INDEX_MAX_ELEMENTS:
@@ -269,8 +291,8 @@ def block_flops(family: str, p: dict[str, Any]) -> float:
         return float(2.0 * p["batch"] * p["c_out"] * out * out * p["c_in"] // p["groups"] * p["kernel"] ** 2)
     if family == "sampled-matmul":
         return float(2.0 * p["rows"] * p["k"] * p["n"])
-    if family == "sampled-attention":
-        return float(4.0 * p["batch"] * p["m"] * p["k"] * p["n"])
+    if family in ("sampled-attention", "sampled-einsum"):  # attention: scores and context, two products
+        return float((4.0 if family == "sampled-attention" else 2.0) * p["batch"] * p["m"] * p["k"] * p["n"])
     if family == "sampled-pool":
         return float(p["batch"] * p["channels"] * p["spatial"] ** 2 * (MEMORY_FLOPS + p["kernel"] ** 2))
     if family in ("sampled-norm", "sampled-eltwise", "sampled-index"):

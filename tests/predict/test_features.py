@@ -25,13 +25,13 @@ def spec(op, inputs, outputs, attrs=(), domain=""):
     return KernelSpec(f"{op}-{inputs}-{attrs}", op, domain, tuple(sorted(attrs)), ins, outs)
 
 
-def conv(cin=16, cout=32, hw=28, k=3, stride=1, group=1, op="Conv", act=None):
+def conv(cin=16, cout=32, hw=28, k=3, stride=1, group=1, op="Conv", act=None, domain=None):
     out = (hw + 2 * (k // 2) - k) // stride + 1
     attrs = [("group", group), ("kernel_shape", [k, k]), ("strides", [stride, stride]), ("pads", [k // 2] * 4)]
     if act:
         attrs.append(("activation", act))
     return spec(op, [((1, cin, hw, hw), False), ((cout, cin // group, k, k), True), ((cout,), True)],
-                [(1, cout, out, out)], attrs, "com.microsoft" if op == "FusedConv" else "")
+                [(1, cout, out, out)], attrs, domain or ("com.microsoft" if op == "FusedConv" else ""))
 
 
 def test_conv_flops_params_and_geometry():
@@ -47,7 +47,9 @@ def test_conv_flops_params_and_geometry():
 def test_depthwise_and_grouped_convs_are_separated():
     dw = conv(cin=32, cout=32, group=32, op="FusedConv", act="Relu")
     grouped = conv(cin=32, cout=32, group=4)
-    assert features.kernel_key(dw) == "FusedConv/dw" and features.kernel_key(conv()) == "Conv"
+    assert features.kernel_key(dw) == "FusedConv/dw-nchw" and features.kernel_key(conv()) == "Conv"
+    blocked = conv(cin=32, cout=32, group=32, op="Conv", domain="com.microsoft.nchwc")
+    assert features.kernel_key(blocked) == "Conv/dw"  # NCHWc and plain NCHW depthwise convs: two predictors
     assert features.kernel_key(grouped) == "Conv"  # grouped stays with dense, told apart by features
     g = features.extract(grouped)
     assert (g["groups"], g["cin_per_group"], g["depthwise"]) == (4, 8, 0)

@@ -140,11 +140,13 @@ def test_new_shares_with_kernels_raised_keep_the_other_families_samples():
     assert before < after and len(after - before) == family_counts(new)["index"] + family_counts(new)["conv_nchw"]
 
 
-def test_nchw_convs_have_channels_off_a_multiple_of_8_and_index_blocks_every_kind():
-    specs = sample_specs(_cfg(kernels=60, shares={"conv_nchw": 1.0, "index": 1.0}))
+def test_nchw_convs_have_channels_off_a_multiple_of_8_and_index_and_einsum_blocks_every_kind():
+    specs = sample_specs(_cfg(kernels=90, shares={"conv_nchw": 1.0, "index": 1.0, "einsum": 1.0}))
     convs = [s.kwargs() for s in specs if s.family == "sampled-conv"]
     index = [s.kwargs() for s in specs if s.family == "sampled-index"]
-    assert len(convs) == len(index) == 30
+    einsums = [s.kwargs() for s in specs if s.family == "sampled-einsum"]
+    assert len(convs) == len(index) == len(einsums) == 30
+    assert {p["eq"] for p in einsums} == {"qk", "av", "rel"}
     assert all(p["c_in"] % 8 for p in convs)
     depthwise = [p for p in convs if p["groups"] == p["c_in"] > 1]
     assert depthwise and {p["kernel"] for p in depthwise} <= {3, 5, 7, 9}

@@ -151,3 +151,14 @@ def test_a_depthwise_conv_with_channels_off_a_multiple_of_8_stays_nchw():
     """What the sampler's conv_nchw draws: ORT leaves it out of NCHWc (MixNet's 90-channel 9x9 depthwise convs)."""
     (conv,) = _main("sampled-conv", _kernels("sampled-conv", c_in=90, c_out=90, groups=90, kernel=9, spatial=14))
     assert conv.domain != "com.microsoft.nchwc" and conv.inputs[0].shape == (1, 90, 14, 14)  # Conv or FusedConv
+
+
+@pytest.mark.parametrize(("eq", "shapes", "out"), [
+    ("qk", [(1, 2, 32, 16), (1, 2, 24, 16)], (1, 2, 32, 24)),  # CvT's attention scores
+    ("av", [(1, 2, 32, 16), (1, 2, 16, 24)], (1, 2, 32, 24)),  # and its context
+    ("rel", [(1, 1, 2, 32, 16), (2, 24, 16)], (1, 1, 2, 32, 24)),  # MViTv2's relative positions
+])
+def test_einsum_block_stays_one_einsum_as_written(eq, shapes, out):
+    (k,) = _kernels("sampled-einsum", batch=2, m=32, k=16, n=24, eq=eq)
+    assert k.op_type == "Einsum" and [t.shape for t in k.inputs] == shapes and k.outputs[0].shape == out
+    assert block_flops("sampled-einsum", {"batch": 2, "m": 32, "k": 16, "n": 24}) == 2 * 2 * 32 * 16 * 24

@@ -46,6 +46,7 @@ SMALL = {
     "sampled-eltwise": ({"rows": 8, "width": 16, "op": "Concat"}, {"output": (1, 8, 32)}),
     "sampled-resize": ({"channels": 4, "side": 8, "out": 32}, {"output": (1, 4, 32, 32)}),
     "sampled-index": ({"rows": 8, "width": 16, "kind": "window"}, {"output": (1, 8, 9, 16, 1)}),
+    "sampled-einsum": ({"batch": 2, "m": 8, "k": 4, "n": 6, "eq": "rel"}, {"output": (1, 1, 2, 8, 6)}),
 }
 TRANSFORMER_STYLES = [
     {"gelu": "erf", "linear": "matmul", "scale": "div"},

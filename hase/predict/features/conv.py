@@ -1,7 +1,8 @@
 """Features of convolutions (Conv, FusedConv, ConvTranspose): shape, window, FLOPs, parameters, bytes.
 
-Depthwise convolutions (one input channel per group) get their own predictor through the variant
-'dw'; grouped ones stay with dense convolutions, separated by `groups` and `cin_per_group`.
+Depthwise convolutions (one input channel per group) get their own predictors through the variants
+'dw' (NCHWc) and 'dw-nchw' (plain NCHW); grouped ones stay with dense convolutions, separated by `groups` and
+`cin_per_group`.
 3-D convolutions fold depth into height; 1-D ones have height 1.
 """
 from __future__ import annotations
@@ -67,7 +68,11 @@ def conv_is_depthwise(spec: KernelSpec) -> bool:
 
 
 def _variant(spec: KernelSpec) -> str:
-    return "dw" if conv_is_depthwise(spec) else ""
+    """'dw' for depthwise convolutions in NCHWc, 'dw-nchw' for those ORT leaves in plain NCHW (channels that fill no
+    NCHWc block: MixNet's 90-channel 9x9 ones take 10x the time per MAC), '' for the rest."""
+    if not conv_is_depthwise(spec):
+        return ""
+    return "dw" if spec.domain == NCHWC_DOMAIN else "dw-nchw"
 
 
 @feature_family("conv", CONV_OPS, CONV_COLUMNS, variant=_variant)
