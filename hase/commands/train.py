@@ -97,6 +97,7 @@ def training_progress(console: Console, device: str) -> Iterator[Callable[[str],
 def _headline(res: TrainResult) -> dict[str, Any]:
     t = res.manifest.targets
     return {"device": res.device, "out": str(res.out_dir), "default_target": res.default_target,
+            "chosen_on": res.chosen_on,
             "wall_s": round(res.wall_s, 1), "held_out": {k: v.held_out.to_dict() for k, v in t.items()},
             "calibration": {k: v.calibration.calibration.name for k, v in t.items()},
             "baselines": res.baselines.set_index("baseline").to_dict("index")}
@@ -126,8 +127,9 @@ def print_result(res: TrainResult) -> None:
     if busy:
         console.print(busy, style="yellow", markup=False)
     files = ", ".join(sorted(res.manifest.files))
-    console.print(f"saved {res.out_dir} ({files}) in {res.wall_s:.0f} s; default target: {res.default_target}",
-                  markup=False)
+    chosen = "real models' families" if res.chosen_on == "real" else "every family"
+    console.print(f"saved {res.out_dir} ({files}) in {res.wall_s:.0f} s; default target: {res.default_target} "
+                  f"(held-out RMSPE on {chosen})", markup=False)
 
 
 def busy_line(busy: Mapping[str, Any]) -> str | None:

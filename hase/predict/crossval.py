@@ -24,6 +24,7 @@ from hase.predict.calibration import CANDIDATES, Calibration, fit_calibration
 from hase.predict.metrics import grouped_metrics
 from hase.predict.predictor import KEY, PRED_MS, SOURCE, KernelPredictor
 from hase.predict.trust import KEEP, BusyPolicy, model_weights, training_rows
+from hase.zoo import families as zoo_families
 from hase.zoo.blocks import is_sampled
 
 TARGET, SPLIT, CALIBRATION, FOLD = "target", "split", "calibration", "fold"
@@ -40,6 +41,12 @@ def scored_families(data: dataset.DeviceData) -> list[str]:
     every fold's forests, never held out, never a calibration point, never scored: one-kernel blocks, not models
     users run)."""
     return [f for f in data.families if not is_sampled(f)]
+
+
+def real_families(data: dataset.DeviceData) -> list[str]:
+    """The scored families whose models a zoo generator did not write (exported models, dev-set families)."""
+    generated = {f.name for f in zoo_families()}
+    return [f for f in scored_families(data) if f not in generated]
 
 
 def scored_ids(data: dataset.DeviceData, model_ids: Iterable[str]) -> list[str]:

@@ -214,6 +214,8 @@ EINSUM_EQUATIONS = {"qk": "bhlk,bhtk->bhlt", "av": "bhlt,bhtv->bhlv", "rel": "by
 def build_einsum(g: GraphBuilder, p: dict[str, Any]) -> None:
     """One Einsum of `batch` products of m x k by k x n, written as `eq` (`EINSUM_EQUATIONS`)."""
     b, m, k, n, eq = p["batch"], p["m"], p["k"], p["n"], p["eq"]
+    shapes: tuple[tuple[int, ...], tuple[int, ...]]
+    out: tuple[int, ...]
     if eq == "qk":
         shapes, out = ((1, b, m, k), (1, b, n, k)), (1, b, m, n)
     elif eq == "av":

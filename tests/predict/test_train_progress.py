@@ -5,11 +5,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from tiny_store import TINY_CONFIG, build_tiny_store
 
 from hase.cli import main
-from hase.predict.train import load_train_config, train
+from hase.errors import HaseError
+from hase.predict.crossval import real_families
+from hase.predict.dataset import load_device_data
+from hase.predict.train import _choice_set, load_train_config, train
 
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d INFO train cpu-1t: (.*) \[\d+ s\]$")
 STEPS = ["span: holding out convnet (fold 1/3)", "span: holding out embed (fold 2/3)",
@@ -53,3 +57,17 @@ def test_cli_train_on_a_terminal_shows_a_spinner_not_log_lines(store, config, tm
     err = capsys.readouterr().err
     assert "training cpu-1t: span: holding out" in err and "0:00:0" in err  # the step and its running clock
     assert not any(LOG_LINE.match(line) for line in err.splitlines())
+
+
+def test_the_default_target_is_chosen_on_real_families_when_the_store_has_enough(store, config):
+    """`choose_on = "real"`: the (target, calibration) choice reads the held-out rows of families no zoo generator
+    wrote (the tiny store's three), once there are `min_real_models` models of them; below that, every family's."""
+    data = load_device_data(store, "cpu-1t")
+    assert sorted(real_families(data)) == ["convnet", "embed", "mlp"]
+    held = pd.DataFrame({"family": ["convnet", "resnet", "mlp"], "rmspe": [1.0, 2.0, 3.0]})
+    chosen, rows = _choice_set(data, load_train_config(config, choose_on="real", min_real_models=9), held)
+    assert chosen == "real" and rows["family"].tolist() == ["convnet", "mlp"]  # the zoo's resnet left out
+    assert _choice_set(data, load_train_config(config, choose_on="real", min_real_models=10), held)[0] == "all"
+    assert _choice_set(data, load_train_config(config), held)[0] == "all"
+    with pytest.raises(HaseError, match="choose_on must be 'all' or 'real'"):
+        load_train_config(config, choose_on="zoo")
