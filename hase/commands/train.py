@@ -127,7 +127,8 @@ def print_result(res: TrainResult) -> None:
     if busy:
         console.print(busy, style="yellow", markup=False)
     files = ", ".join(sorted(res.manifest.files))
-    chosen = "real models' families" if res.chosen_on == "real" else "every family"
+    chosen = {"real": "the real models' families", "balanced": "real and generated families, equally weighted"
+              }.get(res.chosen_on, "every family")
     console.print(f"saved {res.out_dir} ({files}) in {res.wall_s:.0f} s; default target: {res.default_target} "
                   f"(held-out RMSPE on {chosen})", markup=False)
 

@@ -60,14 +60,20 @@ def test_cli_train_on_a_terminal_shows_a_spinner_not_log_lines(store, config, tm
 
 
 def test_the_default_target_is_chosen_on_real_families_when_the_store_has_enough(store, config):
-    """`choose_on = "real"`: the (target, calibration) choice reads the held-out rows of families no zoo generator
-    wrote (the tiny store's three), once there are `min_real_models` models of them; below that, every family's."""
+    """`choose_on`: the (target, calibration) choice reads the held-out rows of families no zoo generator wrote (the
+    tiny store's three), alone ("real") or weighed equally with the generated ones ("balanced"), once the store has
+    `min_real_models` real models; below that, every held-out row ("all")."""
     data = load_device_data(store, "cpu-1t")
     assert sorted(real_families(data)) == ["convnet", "embed", "mlp"]
-    held = pd.DataFrame({"family": ["convnet", "resnet", "mlp"], "rmspe": [1.0, 2.0, 3.0]})
-    chosen, rows = _choice_set(data, load_train_config(config, choose_on="real", min_real_models=9), held)
-    assert chosen == "real" and rows["family"].tolist() == ["convnet", "mlp"]  # the zoo's resnet left out
-    assert _choice_set(data, load_train_config(config, choose_on="real", min_real_models=10), held)[0] == "all"
-    assert _choice_set(data, load_train_config(config), held)[0] == "all"
-    with pytest.raises(HaseError, match="choose_on must be 'all' or 'real'"):
+    held = pd.DataFrame({"model_id": list("abcdef"), "family": ["convnet", "mlp", "resnet", "resnet", "mlp", "vgg"],
+                         "measured_ms": [1.0] * 6, "pred_ms": [1.1, 1.1, 2.0, 1.5, 1.1, 1.5], "split": ["held_out"] * 6,
+                         "target": ["warm"] * 3 + ["span"] * 3, "calibration": ["raw"] * 6})
+    chosen, scores = _choice_set(data, load_train_config(config, choose_on="real", min_real_models=9), held)
+    assert chosen == "real" and scores["rmspe"].round(6).tolist() == [10.0, 10.0]  # the zoo's resnet and vgg left out
+    chosen, scores = _choice_set(data, load_train_config(config, choose_on="balanced", min_real_models=9), held)
+    assert chosen == "balanced" and scores[["target", "rmspe"]].round(6).values.tolist() == [["span", 30.0],
+                                                                                          ["warm", 55.0]]
+    chosen, scores = _choice_set(data, load_train_config(config, choose_on="balanced", min_real_models=10), held)
+    assert chosen == "all" and scores["target"].tolist() == ["span", "warm"]  # 9 real models: too few
+    with pytest.raises(HaseError, match="choose_on must be one of"):
         load_train_config(config, choose_on="zoo")
