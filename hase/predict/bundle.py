@@ -161,7 +161,7 @@ def save_bundle(out_dir: str | Path, manifest: Manifest, predictors: Mapping[str
             _write_npz(tmp / f"{target}{NPZ}", arrays)
             (tmp / f"{target}{JSON}").write_text(json.dumps(meta, indent=1, sort_keys=True, allow_nan=False) + "\n")
         for name, frame in (extra or {}).items():
-            frame.to_csv(tmp / name, index=False)
+            frame.to_csv(tmp / name, index=False, float_format="%.6g")  # 6 digits: half the size of 17, ample for ms
         files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir())}
         full = dataclasses.replace(manifest, files=files).to_dict()
         (tmp / MANIFEST).write_text(json.dumps(full, indent=1, sort_keys=True, default=json_default) + "\n")
