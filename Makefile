@@ -29,7 +29,7 @@ REPORT ?= reports
 DEVSET ?= models/dev
 DEVSET_OUT ?= reports/devset
 
-.PHONY: setup demo test test-fast lint typecheck zoo collect refine train train-gpu report bench clean devset devset-eval devset-dynamic devset-sweep
+.PHONY: setup demo test test-fast lint typecheck zoo collect refine train train-gpu report bench clean devset devset-eval devset-dynamic devset-sweep predictors-with-devsets
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -108,6 +108,15 @@ devset2:
 
 devset-eval: setup
 	$(HASE) evaluate --devset $(DEVSET) --device cpu-1t --out $(DEVSET_OUT)
+
+# The shipped predictors: the store of `make collect` plus the real models of $(DEVSET) and $(DEVSET2)/check (never its
+# heldout/) as families of their kind, collected into a copy of the store and trained with leave-family-out over
+# both (benchmarks/lofo_with_devset.py; needs `make devset devset2 devset-eval`, whose devset.csv names the first dev
+# set's groups). Writes $(LOFO)/predictors/<device>; read its figures, then copy it into hase/predictors/ by hand.
+LOFO ?= data/lofo
+predictors-with-devsets: setup
+	for d in cpu-1t cpu-mt; do $(BIN)/python benchmarks/lofo_with_devset.py --store $(STORE) --device $$d \
+	  --models $(DEVSET2)/check --models $(DEVSET) --groups $(DEVSET_OUT)/devset.csv --out $(LOFO) || exit 1; done
 
 # Batch sweep: symbolic-batch copies of the devset's quick models (those whose batch can be freed) plus text encoders
 # exported with symbolic batch and sequence (benchmarks/export_dynamic.py, in the devset's venv), each predicted and
