@@ -5,7 +5,8 @@ them like any zoo model: every kernel standalone and in-model (its ORT profile s
 Runtime fuses at `all` the way it fuses real models: Conv+BatchNormalization+ReLU (one NCHWc FusedConv),
 MatMul+Add(+GELU) (Gemm / MatMul, Gelu or BiasGelu), attention scores (Transpose+MatMul+Mul -> FusedMatMul,
 Softmax, MatMul), Add+LayerNormalization (SkipLayerNormalization), a 1x1 convolution before pooling (so the
-pool runs in NCHWc, as after a real convolution), and one element-wise or data-movement op.
+pool runs in NCHWc, as after a real convolution), one element-wise or data-movement op, a Resize, a Gather or
+ScatterND whose indices address single elements (`INDEX_KINDS`), and one Einsum as attention writes it.
 
 Family names start with `SAMPLED_PREFIX`; training treats them as kernel data, not as zoo families to score
 (docs/predictor.md, "Sampled kernels").
