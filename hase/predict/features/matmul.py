@@ -79,12 +79,11 @@ def einsum_dims(equation: str, a_shape: tuple[int, ...], b_shape: tuple[int, ...
 
 def _matmul_dims(spec: KernelSpec) -> tuple[int, int, int, int, bool, bool]:
     """(batch, M, N, K, transA, transB) of any matmul-like kernel."""
+    a, b = inp(spec, 0), inp(spec, 1)
     if spec.op_type == "Einsum":
-        a, b = inp(spec, 0), inp(spec, 1)
         dims = einsum_dims(str(attr(spec, "equation", "")), tuple(a.shape), tuple(b.shape)) \
             if a is not None and b is not None else None
         return dims or (1, numel(out0(spec).shape), 1, 1, False, False)
-    a, b = inp(spec, 0), inp(spec, 1)
     ash = tuple(a.shape) if a is not None else (1, 1)
     bsh = tuple(b.shape) if b is not None else (1, 1)
     ta, tb = bool(attr(spec, "transA", 0)), bool(attr(spec, "transB", 0))
