@@ -114,8 +114,7 @@ def print_result(r: AdaptResult) -> None:
     c.print(f"kernel scales: global ×{r.global_scale:.2f}; " + ", ".join(
         f"{k} ×{v['scale']:.2f} (n={int(v['n'])})" for k, v in top), markup=False)
     b, a = r.calibration_before, r.calibration_after
-    c.print(f"calibration ({r.calibration_choice}): α {b.alpha:.3f} → {a.alpha:.3f}, β {b.beta:.3f} → {a.beta:.3f} ms, "
-            f"γ {b.gamma * 1e3:.2f} → {a.gamma * 1e3:.2f} µs/kernel", markup=False)
+    c.print(f"calibration ({r.calibration_choice}): {b.describe()} → {a.describe()}", markup=False)
     c.print(f"on the measured transfer models (in-sample): ±10 % {r.source_acc10:.0%} → {r.adapted_acc10:.0%}, RMSPE "
             f"{r.source_rmspe:.1f} % → {r.adapted_rmspe:.1f} %; judge it on models it never saw "
             f"(benchmarks/bench_adapt.py)", markup=False)

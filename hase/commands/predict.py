@@ -257,8 +257,8 @@ def print_one(est: ModelEstimate, top: int, held_out: Scores) -> None:
             f"target {escape(est.target)})")
     c.print(f"predicted latency [bold]{est.latency_ms:.3f} ms[/]  (p10–p90 of the trees: {est.low_ms:.3f} – "
             f"{est.high_ms:.3f} ms)")
-    c.print(f"Σ kernel {est.sum_ms:.3f} ms; calibration {escape(cal.name)}: α={cal.alpha:.4f}, β={cal.beta:.4f} ms, "
-            f"γ={cal.gamma * 1e3:.2f} µs/kernel; held-out accuracy of this predictor: ±10 % {held_out.acc10:.0%}, "
+    c.print(f"Σ kernel {est.sum_ms:.3f} ms; calibration {escape(cal.name)}: {cal.describe()}; "
+            f"held-out accuracy of this predictor: ±10 % {held_out.acc10:.0%}, "
             f"RMSPE {held_out.rmspe:.1f} %")
     ops = titled_table("per op type")
     for col in ("op type", "kernels", "Σ ms", "share"):

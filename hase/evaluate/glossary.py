@@ -53,7 +53,8 @@ COLUMNS: dict[str, str] = {
     TARGET: "which kernel time the per-op forests learnt: " + "; ".join(f"`{k}`, {v}" for k,
                                                                         v in dataset.TARGET_DOC.items()),
     CALIBRATION: "how the sum Σ of kernel predictions becomes a model latency: `raw` is Σ itself, `scale` α·Σ+β, "
-                 "`per_kernel` α·Σ+γ·kernels+β; fitted by least squares (`ols`), least relative squares "
+                 "`per_kernel` α·Σ+γ·kernels+β, `size` (α+δ·ln Σ)·Σ+γ·kernels+β (a scale that grows with the model); "
+                 "fitted by least squares (`ols`), least relative squares "
                  "(`relative`) or the robust Huber loss (`huber`)",
     CHOSEN: "`yes` for the target and calibration this predictor uses",
     BASELINE: "a straight-line fit of latency on model FLOPs (`flops`) or on FLOPs and bytes moved "

@@ -107,7 +107,7 @@ def headline_lines(ev: Evaluation) -> list[str]:
                 "exports (`hase collect --models-dir DIR` measures them)")
     lines = [
         f"- device `{ev.device}`, target `{ev.target}`, calibration `{ev.calibration}` "
-        f"(α={cal.alpha:.4f}, β={cal.beta:.4f} ms, γ={cal.gamma * 1e3:.2f} µs/kernel); "
+        f"({cal.describe()}); "
         f"{h.n_models} models, {h.n_families} families",
         f"- held-out families (leave-family-out): ±10 % accuracy **{percent(ho.acc10)}**, ±5 % {percent(ho.acc5)}, "
         f"RMSPE **{ho.rmspe:.1f} %** over {ho.n} models (targets: ≥ {TARGET_ACC10:.0%}, ≤ {TARGET_RMSPE:g} %)",

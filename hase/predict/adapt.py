@@ -297,13 +297,13 @@ def recalibrate(pred: KernelPredictor, cal: Calibration,
 
     def rescaled(idx: np.ndarray) -> Calibration:
         c = float(np.exp(np.median(np.log(y[idx] / cal.apply(sums[idx], n[idx]))))) if len(idx) else 1.0
-        return dataclasses.replace(cal, alpha=cal.alpha * c, beta=cal.beta * c, gamma=cal.gamma * c)
+        return cal.scaled(c)
 
     def refit(idx: np.ndarray) -> Calibration:
         return fit_calibration(sums[idx], n[idx], y[idx], form, "relative")
 
     candidates: dict[str, Callable[[np.ndarray], Calibration]] = {"rescaled": rescaled}
-    if len(full) >= (3 if form == "scale" else 4) + 2:
+    if len(full) >= {"scale": 3, "per_kernel": 4}.get(form, 5) + 2:
         candidates["refitted"] = refit
     loo = {name: _loo_rmspe(fn, sums, n, y) for name, fn in candidates.items()}
     choice = min(loo, key=lambda k: loo[k])

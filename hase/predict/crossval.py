@@ -31,7 +31,7 @@ TARGET, SPLIT, CALIBRATION, FOLD = "target", "split", "calibration", "fold"
 HELD_OUT, TRAIN = "held_out", "train"
 SUM_PRED_MS, SUM_LOW_MS, SUM_HIGH_MS = "sum_pred_ms", "sum_low_ms", "sum_high_ms"
 Y_MS = "y_ms"
-ALPHA, BETA, GAMMA = "alpha", "beta", "gamma"
+ALPHA, BETA, GAMMA, DELTA = "alpha", "beta", "gamma", "delta"
 MakePredictor = Callable[[], KernelPredictor]
 Progress = Callable[[str], None]
 
@@ -107,7 +107,7 @@ def calibrated_rows(part: pd.DataFrame, cal: Calibration) -> pd.DataFrame:
     """Model rows (index model_id, with sum_pred_ms and n_kernels) with their calibrated pred_ms and coefficients."""
     out = part.copy()
     out[PRED_MS] = cal.apply(out[SUM_PRED_MS], out[dataset.N_KERNELS])
-    return tag(out, {CALIBRATION: cal.name, ALPHA: cal.alpha, BETA: cal.beta, GAMMA: cal.gamma})
+    return tag(out, {CALIBRATION: cal.name, ALPHA: cal.alpha, BETA: cal.beta, GAMMA: cal.gamma, DELTA: cal.delta})
 
 
 def tag(frame: pd.DataFrame, values: dict[str, str | float]) -> pd.DataFrame:

@@ -63,12 +63,33 @@ def test_raw_and_degenerate_calibrations():
     with pytest.raises(HaseError, match="unknown calibration"):
         fit_calibration([1.0], [1], [1.0], "cubic", "ols")
     assert {f for f, _ in CANDIDATES} == set(FORMS) and {f for _, f in CANDIDATES} == set(FITTERS)
-    assert len(CANDIDATES) == 7
+    assert len(CANDIDATES) == 10
+
+
+def test_size_form_recovers_a_scale_that_grows_with_the_model_and_stays_flat_outside_its_fit():
+    rng = np.random.default_rng(1)
+    s, n = rng.uniform(0.2, 200, 40), rng.integers(10, 400, 40).astype(float)
+    y = (1.0 + 0.012 * np.log(s)) * s + 0.02 * n - 0.03
+    for fitter in ("ols", "relative", "huber"):
+        c = fit_calibration(s, n, y, "size", fitter)
+        assert (c.alpha, c.beta, c.gamma, c.delta) == pytest.approx((1.0, -0.03, 0.02, 0.012), abs=1e-5)
+        assert (c.sum_lo_ms, c.sum_hi_ms) == (s.min(), s.max()) and np.allclose(c.apply(s, n), y)
+    big = c.apply(2000.0, 100)  # ten times the largest fitted sum: the scale of the largest, not extrapolated
+    assert big == pytest.approx((1.0 + 0.012 * np.log(s.max())) * 2000 + 2.0 - 0.03)
+    assert c.scaled(2.0).apply(50.0, 100) == pytest.approx(2 * c.apply(50.0, 100))
+    assert "δ=0.0120 per ln(Σ/ms)" in c.describe() and "δ" not in Calibration().describe()
+    # a zero or negative sum cannot take a logarithm: it is left out of the fit, never turned into NaN
+    c0 = fit_calibration(np.r_[s, 0.0], np.r_[n, 5], np.r_[y, 0.1], "size", "relative")
+    assert c0.delta == pytest.approx(0.012, abs=1e-5)
 
 
 def test_calibration_entry_round_trip_and_errors():
     c = Calibration("per_kernel", "huber", 0.9, 0.1, -0.002)
     assert Calibration.from_dict(c.to_dict()) == c and c.name == "per_kernel/huber" and Calibration().name == "raw"
     assert float(c.apply(10.0, 100)) == pytest.approx(0.9 * 10 + 0.1 - 0.2)
+    old = {"form": "per_kernel", "fitter": "huber", "alpha": 0.9, "beta": 0.1, "gamma": -0.002}  # before "size"
+    assert Calibration.from_dict(old) == c
+    size = Calibration("size", "relative", 1.0, 0.0, 0.01, 0.012, 0.05, 300.0)
+    assert Calibration.from_dict(size.to_dict()) == size
     with pytest.raises(HaseError, match=r"targets\.warm\.calibration lacks \['fitter', 'gamma'\].*make train"):
         Calibration.from_dict({"form": "scale", "alpha": 1.0, "beta": 0.0}, "targets.warm.calibration")
