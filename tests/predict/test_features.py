@@ -12,7 +12,7 @@ from hase.kernels import graph, split
 from hase.kernels.types import KernelSpec, TensorSpec
 from hase.predict import features
 from hase.predict.features.common import fold_hw, hw_pads, hw_pair
-from hase.predict.features.movement import moves_single_axis
+from hase.predict.features.movement import IN_PLACE_OPS, moves_single_axis
 from hase.predict.features.reduce import reduced_axes
 from hase.predict.features.registry import feature_family
 from hase.runtime.types import EPConfig
@@ -121,6 +121,15 @@ def test_movement_transpose_and_concat():
     assert xcit["single_axis_move"] == 0 and xcit["last_axis_kept"] == 0
 
 
+def test_ops_ort_runs_in_place_move_no_bytes_whatever_their_size():
+    big = features.extract(spec("Unsqueeze", [((1, 6, 256, 32), False), ((1,), True)], [(1, 6, 1, 256, 32)]))
+    assert (big["flops"], big["bytes"]) == (0, 0) and big["in_elems"] == 6 * 256 * 32  # size is still a feature
+    assert {features.family_of(op).name for op in IN_PLACE_OPS} == {"inplace"}
+    assert features.family_of("Slice").name == "movement" and big["out_rank"] == 5
+    copy = features.extract(spec("Transpose", [((1, 6, 256, 32), False)], [(1, 256, 6, 32)], [("perm", [0, 2, 1, 3])]))
+    assert copy["bytes"] == 2 * 4 * 6 * 256 * 32
+
+
 @pytest.mark.parametrize(("perm", "single"), [
     ([0, 2, 3, 4, 1], True), ([0, 2, 1, 3], True), ([0, 3, 1, 2], True), ([1, 0], True), ([0, 1, 3, 2], True),
     ([2, 0, 3, 4, 1], False), ([0, 1, 2], False), ([3, 2, 1, 0], False), ([1, 0, 3, 2], False),
@@ -179,7 +188,8 @@ def test_features_of_a_real_kernel_graph(opt_level):
     assert c_out % 8 == 0 if nchwc else c_out == 8
     assert features.extract(first)["flops"] == 2 * c_out * 16 * 16 * 3 * 9
     costs = features.cost_frame(specs)
-    assert list(costs.columns) == ["key", "family", "flops", "bytes"] and np.all(costs["bytes"] > 0)
+    moved = costs[[s.op_type not in IN_PLACE_OPS for s in specs]]  # a Flatten before the Gemm moves nothing
+    assert list(costs.columns) == ["key", "family", "flops", "bytes"] and np.all(moved["bytes"] > 0)
     reorders = [s for s in specs if s.op_type in ("ReorderInput", "ReorderOutput")]
     assert bool(reorders) == nchwc and all(features.family_of(s.op_type).name == "layout" for s in reorders)
 

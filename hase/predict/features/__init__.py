@@ -4,7 +4,7 @@
     >>> kernel_key(spec), extract(spec)["flops"]
     ('FusedConv', 231211008.0)
 
-Families: conv, matmul, attention, pool, norm, softmax, reduce, elementwise, movement, layout, and `generic`,
+Families: conv, matmul, attention, pool, norm, softmax, reduce, elementwise, movement, inplace, layout, and `generic`,
 which describes any op. `kernel_key` names the predictor a kernel belongs to: its op type, plus a
 variant where one op type holds kernels that behave differently (``FusedConv/dw`` for depthwise).
 """
