@@ -43,6 +43,7 @@ import numpy as np
 from hase.errors import HaseError
 from hase.sampler.ranges import KernelRanges, read_ranges
 from hase.zoo.blocks import (
+    COVERAGE_OPS,
     EINSUM_EQUATIONS,
     ELTWISE_OPS,
     INDEX_KINDS,
@@ -56,11 +57,12 @@ from hase.zoo.registry import ModelSpec, get_family
 
 #: sampler family -> the kernel-ranges family it samples from
 SOURCES = {"conv": "conv", "matmul": "matmul", "attention": "batched_matmul", "norm": "norm", "pool": "pool",
-           "eltwise": "eltwise", "index": "movement", "conv_nchw": "conv", "einsum": "batched_matmul"}
+           "eltwise": "eltwise", "index": "movement", "conv_nchw": "conv", "einsum": "batched_matmul",
+           "coverage": "eltwise"}
 #: sampler family -> the block family (`sampled-<name>`) that builds its samples, where the two differ
-BLOCKS = {"conv_nchw": "conv"}
+BLOCKS = {"conv_nchw": "conv", "coverage": "eltwise"}
 DEFAULT_SHARES = {"conv": 0.35, "matmul": 0.25, "attention": 0.1, "norm": 0.08, "pool": 0.07, "eltwise": 0.15,
-                  "index": 0.06, "conv_nchw": 0.05, "einsum": 0.04}
+                  "index": 0.06, "conv_nchw": 0.05, "einsum": 0.04, "coverage": 0.05}
 # Rare in real graphs but not predictable from their neighbours: a forest that never saw a grouped convolution
 # (14 of the 1,059 conv kernels of kernel_ranges.csv, RegNets' and DLA's) predicted RegNets 1.6-2.4x too slow,
 # one that never saw a Resize put CrossViT's bicubic 240->224 resize (21 ms, a third of the model) at 0.05 ms.
@@ -414,6 +416,12 @@ def _eltwise(d: Draw) -> EltwiseParams:
     return EltwiseParams(rows, width, op)
 
 
+def _coverage(d: Draw) -> EltwiseParams:
+    """One of the ops real graphs run and no zoo family writes (`COVERAGE_OPS`), each equally often, sized as the
+    ranges' element-wise ops."""
+    return EltwiseParams(d.num("rows"), d.num("width"), str(d.rng.choice(COVERAGE_OPS)))
+
+
 def _index(d: Draw) -> IndexParams:
     """A Gather or ScatterND of each kind equally often, sized as the ranges' data movement."""
     return IndexParams(d.num("rows"), d.num("width"), str(d.rng.choice(INDEX_KINDS)))
@@ -426,4 +434,4 @@ def _einsum(d: Draw) -> EinsumParams:
 
 SAMPLERS: dict[str, Callable[[Draw], BlockParams]] = {
     "conv": _conv, "matmul": _matmul, "attention": _attention, "norm": _norm, "pool": _pool, "eltwise": _eltwise,
-    "index": _index, "conv_nchw": _conv_nchw, "einsum": _einsum}
+    "index": _index, "conv_nchw": _conv_nchw, "einsum": _einsum, "coverage": _coverage}

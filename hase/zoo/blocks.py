@@ -39,6 +39,14 @@ ELTWISE_OPS = ("Add", "Mul", "Sub", "Div", "Relu", "Sigmoid", "Clip", "Tanh", "H
 #   after moving a Transpose through it), 10x the time of the first on the same data;
 # - Resize in ORT's three modes: nearest/linear 2x upsampling as in FPN-style necks, and a cubic ~0.93x
 #   downsampling as in CrossViT's branches
+# - ops real graphs run that no zoo family wrote (`COVERAGE_OPS`; from the op counts of the 74 real models of the two
+#   dev sets, where each was 0.5-40 % of a model's time and had no training kernel): SiLU (x * sigmoid(x), which ORT
+#   fuses into QuickGelu: EfficientNets, RegNetYs, MobileViT, MixNet), Slice of a half along an outer or the last
+#   axis (GhostNet's channel halves, heads split off a fused projection), Pad of the two inner axes, Neg, Expand of
+#   one row to all rows, reductions over the last axis (ReduceSum, ReduceMax) and over an outer one (ReduceL2: the
+#   global response normalization of ConvNeXt-V2 over H, W of an NHWC tensor), InstanceNormalization
+COVERAGE_OPS = ("SiLU", "SliceOuter", "SliceLast", "Pad", "Neg", "Expand", "ReduceSumLast", "ReduceMaxLast",
+                "ReduceL2Outer", "InstanceNorm")
 TRANSPOSE_OPS = ("Transpose0213", "Transpose0231", "Transpose20341")
 SOFTMAX_OPS = ("SoftmaxAxis2", "SoftmaxAxis1")
 MOVEMENT_OPS = (*TRANSPOSE_OPS, *SOFTMAX_OPS, "ResizeNearest", "ResizeLinear", "ResizeCubic")
@@ -53,7 +61,8 @@ MAIN_OPS: dict[str, frozenset[str]] = {
     "sampled-attention": frozenset({"MatMul", "FusedMatMul"}),
     "sampled-norm": frozenset({"LayerNormalization", "SkipLayerNormalization"}),
     "sampled-pool": frozenset({"MaxPool", "AveragePool", "GlobalAveragePool"}),
-    "sampled-eltwise": frozenset(ELTWISE_OPS) | {"Resize", "Softmax"},
+    "sampled-eltwise": frozenset(ELTWISE_OPS) | {"Resize", "Softmax", "QuickGelu", "Slice", "Pad", "Neg", "Expand",
+                                                  "ReduceSum", "ReduceMax", "ReduceL2", "InstanceNormalization"},
     "sampled-resize": frozenset({"Resize"}),
     "sampled-index": frozenset({"Gather", "ScatterND"}),
     "sampled-einsum": frozenset({"Einsum"}),
@@ -170,13 +179,17 @@ def build_pool(g: GraphBuilder, p: dict[str, Any]) -> None:
 
 @register_family("sampled-eltwise", _dim("rows", "m", 256), _dim("width", "w", 256), Param("op", "", "Add",
                                                                                           choices=ELTWISE_OPS
-                                                                                          + MOVEMENT_OPS))
+                                                                                          + MOVEMENT_OPS
+                                                                                          + COVERAGE_OPS))
 def build_eltwise(g: GraphBuilder, p: dict[str, Any]) -> None:
     """One element-wise or data-movement op over [1, rows, width] (binary ops and Concat take two inputs; a head
     transpose splits width into heads, a Resize reads rows as channels and width as the image side)."""
     op, shape = p["op"], (1, p["rows"], p["width"])
     if op in MOVEMENT_OPS:
         g.output(_movement(g, op, p["rows"], p["width"]), "output")
+        return
+    if op in COVERAGE_OPS:
+        g.output(_coverage(g, op, p["rows"], p["width"]), "output")
         return
     x = g.input("input", shape)
     if op in ("Add", "Mul", "Sub", "Div", "Concat"):
@@ -260,6 +273,37 @@ def build_index(g: GraphBuilder, p: dict[str, Any]) -> None:
         updates = g.input("updates", (len(picked), width))
         y = g.op1("ScatterND", [x.name, g.const(picked, np.int64), updates.name], x.shape)
     g.output(y, "output")
+
+
+def _coverage(g: GraphBuilder, op: str, rows: int, width: int) -> Tensor:
+    """One of `COVERAGE_OPS` over [1, rows, width] (rows as channels or tokens, width as a plane or hidden size)."""
+    shape = (1, rows, width)
+    if op == "Expand":
+        row = g.input("input", (1, 1, width))
+        return g.op1("Expand", [row.name, g.const(list(shape), np.int64)], shape)
+    x = g.input("input", shape)
+    if op == "SiLU":
+        return g.binary("Mul", x, g.op1("Sigmoid", [x.name], shape))
+    if op in ("SliceOuter", "SliceLast"):
+        axis = 1 if op == "SliceOuter" else 2
+        half = max(1, shape[axis] // 2)
+        out = (1, half, width) if axis == 1 else (1, rows, half)
+        return g.op1("Slice", [x.name, g.const([0], np.int64), g.const([half], np.int64), g.const([axis], np.int64)],
+                     out)
+    if op == "InstanceNorm":
+        scale, bias = g.uniform((rows,), 0.5, 1.5), g.uniform((rows,), -0.1, 0.1)
+        return g.op1("InstanceNormalization", [x.name, scale, bias], shape, epsilon=1e-5)
+    # the rest are one node each: (op type, extra inputs, output shape, attributes); at opset 17 ReduceSum takes its
+    # axes as an input, ReduceMax and ReduceL2 as an attribute
+    one: dict[str, tuple[str, list[list[int]], tuple[int, ...], dict[str, Any]]] = {
+        "Pad": ("Pad", [[0, 1, 1, 0, 1, 1]], (1, rows + 2, width + 2), {}),
+        "Neg": ("Neg", [], shape, {}),
+        "ReduceSumLast": ("ReduceSum", [[2]], (1, rows, 1), {"keepdims": 1}),
+        "ReduceMaxLast": ("ReduceMax", [], (1, rows, 1), {"axes": [2], "keepdims": 1}),
+        "ReduceL2Outer": ("ReduceL2", [], (1, 1, width), {"axes": [1], "keepdims": 1}),
+    }
+    op_type, extra, out_shape, attrs = one[op]
+    return g.op1(op_type, [x.name, *(g.const(v, np.int64) for v in extra)], out_shape, **attrs)
 
 
 def _movement(g: GraphBuilder, op: str, rows: int, width: int) -> Tensor:

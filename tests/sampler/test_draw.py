@@ -23,7 +23,7 @@ from hase.sampler.draw import (
     sample_specs,
 )
 from hase.sampler.ranges import read_ranges
-from hase.zoo.blocks import block_flops
+from hase.zoo.blocks import COVERAGE_OPS, block_flops
 from hase.zoo.registry import get_family
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -76,7 +76,8 @@ def test_each_block_family_draws_a_typed_record_of_its_parameters():
     for block, sampler in SAMPLERS.items():
         for uniform in (False, True):
             record = sampler(Draw(np.random.default_rng(3), ranges, SOURCES[block], uniform))
-            assert dataclasses.is_dataclass(record) and type(record).__name__.lower().startswith(block[:4])
+            made_by = BLOCKS.get(block, block)  # conv_nchw draws ConvParams, coverage EltwiseParams
+            assert dataclasses.is_dataclass(record) and type(record).__name__.lower().startswith(made_by[:4])
             values = block_values(record)
             assert set(values) == set(get_family(f"sampled-{BLOCKS.get(block, block)}").param_names), block
             with pytest.raises(dataclasses.FrozenInstanceError):
@@ -138,6 +139,18 @@ def test_new_shares_with_kernels_raised_keep_the_other_families_samples():
     new = dataclasses.replace(old, kernels=288, shares={**old.shares, "index": 0.1, "conv_nchw": 0.1})
     before, after = {s.name for s in sample_specs(old)}, {s.name for s in sample_specs(new)}
     assert before < after and len(after - before) == family_counts(new)["index"] + family_counts(new)["conv_nchw"]
+
+
+def test_the_small_zoo_draws_its_earlier_blocks_and_48_coverage_blocks_of_every_op():
+    """configs/zoo_small.toml went from 312 to 360 kernels with `coverage` = 0.2: a store collected before measures
+    only the new blocks."""
+    cfg = zoo_sampler(read_zoo(CONFIGS / "zoo_small.toml"))
+    assert cfg is not None
+    before = dataclasses.replace(cfg, kernels=312, shares={k: v for k, v in cfg.shares.items() if k != "coverage"})
+    old, new = {s.name for s in sample_specs(before)}, sample_specs(cfg)
+    added = [s for s in new if s.name not in old]
+    assert old < {s.name for s in new} and len(added) == family_counts(cfg)["coverage"] == 48
+    assert {s.kwargs()["op"] for s in added} == set(COVERAGE_OPS) and {s.family for s in added} == {"sampled-eltwise"}
 
 
 def test_nchw_convs_have_channels_off_a_multiple_of_8_and_index_and_einsum_blocks_every_kind():

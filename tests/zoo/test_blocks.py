@@ -81,6 +81,18 @@ def test_eltwise_block(op, out):
     assert k.op_type == op and k.outputs[0].shape == out
 
 
+@pytest.mark.parametrize(("op", "ort_op", "out"), [
+    ("SiLU", "QuickGelu", (1, 16, 40)),  # x * sigmoid(x), fused by ORT as real SiLU activations are
+    ("SliceOuter", "Slice", (1, 8, 40)), ("SliceLast", "Slice", (1, 16, 20)), ("Pad", "Pad", (1, 18, 42)),
+    ("Neg", "Neg", (1, 16, 40)), ("Expand", "Expand", (1, 16, 40)), ("ReduceSumLast", "ReduceSum", (1, 16, 1)),
+    ("ReduceMaxLast", "ReduceMax", (1, 16, 1)), ("ReduceL2Outer", "ReduceL2", (1, 1, 40)),
+    ("InstanceNorm", "InstanceNormalization", (1, 16, 40)),
+])
+def test_coverage_ops_are_the_kernels_real_graphs_run(op, ort_op, out):
+    (k,) = _kernels("sampled-eltwise", rows=16, width=40, op=op)
+    assert k.op_type == ort_op and k.outputs[0].shape == out and ort_op in MAIN_OPS["sampled-eltwise"]
+
+
 @pytest.mark.parametrize(("op", "out", "mode"), [
     ("Transpose0213", (1, 8, 16, 5), None),  # [1, tokens 16, heads 8, 5] -> [1, heads, tokens, 5]
     ("Transpose0231", (1, 8, 5, 16), None),  # keys transposed for q @ k^T
