@@ -11,6 +11,11 @@ only as a fallback), checked with onnx.checker, run once in ONNX Runtime and com
     python benchmarks/devset2/export.py --out models/dev2 --only NAME,NAME
     python benchmarks/devset2/export.py --list                       # the specs, their family and part
     python benchmarks/devset2/export.py --write-split                # add new specs to split.csv (never moves one)
+    python benchmarks/devset2/export.py --specs benchmarks/devset3/specs.py --out models/dev3   # another spec list
+
+`--specs FILE` reads another spec list (default: this folder's specs.py, the second dev set). A spec list whose
+module sets `PART` (the third dev set: `PART = "heldout"`) puts every model in that part and needs no split.csv; one
+that sets `DYNAMO_FALLBACK = False` keeps every model on the TorchScript exporter (opset 17).
 
 Writes OUT/<part>/<name>.onnx, OUT/<part>/models.tsv (one folder per part, each usable as
 `hase evaluate --devset OUT/<part>`), OUT/models.tsv (all parts, `file` relative to OUT), OUT/failed.tsv (name,
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import csv
 import hashlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -39,6 +45,25 @@ SPLIT_CSV = HERE / "split.csv"
 SPLIT_SALT = "hase-devset2-v1"
 PARTS = ("check", "heldout")
 MAX_MB = 400.0
+FIXED_PART: str | None = None  # set by --specs from a spec list whose module has PART: every model in that part
+DYNAMO_FALLBACK = True  # a spec list whose module sets DYNAMO_FALLBACK = False fails a model TorchScript cannot export
+
+
+def use_specs(path: str) -> None:
+    """Read the specs from another spec list (a specs.py like this folder's; it may import this folder's `specs`).
+    If it sets PART, every model goes to that part and split.csv is not used; if it sets DYNAMO_FALLBACK = False, a
+    model the TorchScript exporter cannot export fails instead of falling back to the dynamo exporter."""
+    global SPECS, SPEC_BY_NAME, FIXED_PART, DYNAMO_FALLBACK  # noqa: PLW0603  (the spec list the CLI chose)
+    spec = importlib.util.spec_from_file_location("devset_specs", Path(path).resolve())
+    assert spec and spec.loader, path
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["devset_specs"] = mod
+    spec.loader.exec_module(mod)
+    SPECS, SPEC_BY_NAME = mod.SPECS, mod.SPEC_BY_NAME
+    FIXED_PART = getattr(mod, "PART", None)
+    DYNAMO_FALLBACK = getattr(mod, "DYNAMO_FALLBACK", True)
+    if FIXED_PART is not None and FIXED_PART not in PARTS:
+        raise SystemExit(f"{path}: PART {FIXED_PART!r} is not one of {PARTS}")
 
 
 # ------------------------------------------------------------------ the split (frozen once written)
@@ -64,6 +89,8 @@ def proposed_parts(specs: list[Spec]) -> dict[str, str]:
 
 
 def read_split() -> dict[str, dict[str, str]]:
+    if FIXED_PART is not None:
+        return {s.name: dict(name=s.name, family=s.family, kind=s.kind, part=FIXED_PART) for s in SPECS}
     if not SPLIT_CSV.is_file():
         return {}
     with open(SPLIT_CSV, newline="") as f:
@@ -149,7 +176,7 @@ def build(s: Spec):
         _torchvision_stub()
         import timm
 
-        return timm.create_model(s.model, pretrained=False, exportable=True).eval()
+        return timm.create_model(s.model, pretrained=False, exportable=True, **s.config_kwargs).eval()
     import transformers
 
     cfg = getattr(transformers, s.config)(**s.config_kwargs)
@@ -168,6 +195,8 @@ def build(s: Spec):
 
         def forward(self, *args):
             out = self.m(**dict(zip(names, args, strict=True)), **s.call_kwargs)
+            if isinstance(out, torch.Tensor):  # a model that returns a bare tensor (a vocoder)
+                return out
             return getattr(out, s.attr) if s.attr and hasattr(out, s.attr) else out[0]
 
     return Plain().eval()
@@ -261,7 +290,7 @@ def export_one(name: str, out: Path) -> dict:  # noqa: PLR0912, PLR0915  (one li
         ref = ref[0] if isinstance(ref, (tuple, list)) else ref
         names = [n for n, *_ in s.inputs]
         errors = []
-        for dynamo in (False, True):
+        for dynamo in (False, True) if DYNAMO_FALLBACK else (False,):
             try:
                 path.unlink(missing_ok=True)
                 with torch.no_grad():
@@ -386,7 +415,7 @@ def write_tables(out: Path) -> tuple[list[dict], list[dict]]:
                 f.write("\t".join(str(r.get(c, "")) for c in COLS) + "\n")
 
     tsv(out / "models.tsv", ok)
-    for part in PARTS:
+    for part in PARTS if FIXED_PART is None else (FIXED_PART,):
         (out / part).mkdir(parents=True, exist_ok=True)
         tsv(out / part / "models.tsv", [r for r in ok if r["part"] == part], base=f"{part}/")
     with open(out / "failed.tsv", "w") as f:
@@ -407,9 +436,14 @@ def main() -> int:  # noqa: PLR0912, PLR0915
     ap.add_argument("--measure-only", action="store_true", help="only (re)time the exports already there")
     ap.add_argument("--skip-existing", action="store_true", help="keep models already exported and verified")
     ap.add_argument("--timeout", type=int, default=600, help="per-model export timeout (s)")
+    ap.add_argument("--specs", default=None, help="another spec list (a specs.py; default: this folder's)")
     a = ap.parse_args()
+    if a.specs:
+        use_specs(a.specs)
 
     if a.write_split:
+        if FIXED_PART is not None:
+            ap.error(f"{a.specs} puts every model in {FIXED_PART!r}: it has no split to write")
         return write_split()
     split = read_split()
     missing = [s.name for s in SPECS if s.name not in split]
@@ -443,7 +477,8 @@ def main() -> int:  # noqa: PLR0912, PLR0915
                 continue
             t = time.time()
             try:
-                p = subprocess.run([sys.executable, __file__, "--one", name, "--out", str(out)], check=False,
+                p = subprocess.run([sys.executable, __file__, "--one", name, "--out", str(out),
+                                *(["--specs", a.specs] if a.specs else [])], check=False,
                                    capture_output=True, text=True, timeout=a.timeout)
                 rc, tail = p.returncode, (p.stdout + p.stderr)[-1500:]
             except subprocess.TimeoutExpired:

@@ -33,7 +33,8 @@ class Spec:
     @property
     def source(self) -> str:
         if self.lib == "timm":
-            return f"timm {self.model}" + (" (reparameterized)" if self.reparam else "")
+            kw = ",".join(f"{k}={v}" for k, v in self.config_kwargs.items())
+            return f"timm {self.model}" + (f"({kw})" if kw else "") + (" (reparameterized)" if self.reparam else "")
         kw = ",".join(f"{k}={v}" for k, v in self.config_kwargs.items())
         return f"transformers {self.model}({self.config}({kw})){'.' + self.sub + '()' if self.sub else ''}"
 
