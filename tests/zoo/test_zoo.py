@@ -289,7 +289,9 @@ def test_shipped_configs_are_valid_and_sized():
     per_family = Counter(s.family for s in hand)
     assert set(per_family) == {f.name for f in zoo.families() if not is_sampled(f.name)}
     # sized for a default collect of a few minutes on 2 cores (measured: 121 s for 85 models)
-    assert 60 <= len(hand) <= 120 and all(3 <= n <= 10 for n in per_family.values())
+    assert 60 <= len(hand) <= 120 and all(3 <= n <= 12 for n in per_family.values())
+    # and a few the size users predict, so calibration is not fitted on sub-millisecond models alone
+    assert {"resnet_d50_w1.0_r224_b1", "bert_l6_h768_a12_s128_b1_v8192_erf_gemm_div"} <= {s.name for s in hand}
     # the sampled blocks: every block family, within the [sampler] budget (tests/zoo/test_sampler.py)
     # plus 16 transformer matrix products listed by hand (BERT-base's 768x3072 at 128 tokens, at batch 8 among
     # them), 9 pools as real graphs write them, 6 segmentation Resizes, 2 token-mixer Subs and 7 segmentation heads
