@@ -8,7 +8,8 @@ Training uses these folds to choose the target and calibration; evaluation repor
 frames come out, with the column names below:
 
 - model rows:  model_id, family, measured_ms, n_kernels, sum_pred_ms, sum_low_ms, sum_high_ms, pred_ms,
-               calibration, alpha, beta, gamma, target, split (held_out | train), fold (the held-out family)
+               calibration, alpha, beta, gamma, delta, target, split (held_out | train), fold (the held-out family);
+               a saved predictor's cv_models.csv leaves out sum_low_ms and sum_high_ms (`SAVED_WITHOUT`)
 - kernel rows: kernel_id, key, source, pred_ms, op_type, y_ms, target, fold (kernels the fold never saw)
 """
 from __future__ import annotations
@@ -30,6 +31,8 @@ from hase.zoo.blocks import is_sampled
 TARGET, SPLIT, CALIBRATION, FOLD = "target", "split", "calibration", "fold"
 HELD_OUT, TRAIN = "held_out", "train"
 SUM_PRED_MS, SUM_LOW_MS, SUM_HIGH_MS = "sum_pred_ms", "sum_low_ms", "sum_high_ms"
+SAVED_WITHOUT = (SUM_LOW_MS, SUM_HIGH_MS)  # no reader needs the trees' spread of held-out sums, and the two columns
+# were a quarter of the shipped predictors' cv_models.csv (10 calibration candidates x 3 targets x 183 models)
 Y_MS = "y_ms"
 ALPHA, BETA, GAMMA, DELTA = "alpha", "beta", "gamma", "delta"
 MakePredictor = Callable[[], KernelPredictor]

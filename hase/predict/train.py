@@ -34,7 +34,7 @@ from hase.predict.bundle import (
     save_bundle,
     schema_sha,
 )
-from hase.predict.calibration import Calibration, fit_calibration
+from hase.predict.calibration import FORMS, Calibration, fit_calibration
 from hase.predict.manifest import CalibrationEntry, Manifest, Records, TargetEntry, TrainingData, device_meta_from_dict
 from hase.predict.metrics import grouped_metrics, score
 from hase.predict.predictor import KEY, PRED_MS, TREE_MEANS, KernelPredictor
@@ -71,6 +71,8 @@ class TrainConfig:
     band_margin: float = 2.0
     choose_on: str = "all"
     min_real_models: int = 20
+    calibration_forms: tuple[str, ...] = ("raw", "scale", "per_kernel")  # the forms the choice may take (every
+    # form of calibration.FORMS is still scored and reported)
     forest: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
@@ -103,6 +105,11 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
     if not isinstance(exclude, list) or not all(isinstance(k, str) for k in exclude):
         raise HaseError(f"{path}: [training] family_exclude must be a list of op types, e.g. [\"Resize\"]")
     training["family_exclude"] = tuple(exclude)
+    forms = training.get("calibration_forms", list(TrainConfig.calibration_forms))
+    if not isinstance(forms, (list, tuple)) or not forms or not set(forms) <= set(FORMS):
+        raise HaseError(f"{path}: [training] calibration_forms must be a non-empty list of {list(FORMS)}, "
+                        f"not {forms!r}")
+    training["calibration_forms"] = tuple(forms)
     cfg = TrainConfig(**training, forest=raw.get("forest", {}), aliases=raw.get("keys", {}))
     if cfg.save_targets not in ("default", "all"):
         raise HaseError(f"{path}: save_targets must be 'default' or 'all', not {cfg.save_targets!r}")
@@ -193,7 +200,8 @@ def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device
                         f"or more; collect more of the zoo with `make collect`")
     held, kernels = _cross_validate(data, cfg, progress)
     scores = crossval.candidate_scores(held)
-    chosen_on, choice = _choice_set(data, cfg, held)
+    chosen_on, choice = _choice_set(data, cfg, held[held[crossval.CALIBRATION].map(_form).isin(
+        cfg.calibration_forms)])
     best = choice.groupby(crossval.TARGET).head(1).set_index(crossval.TARGET)
     default_target = str(best["rmspe"].idxmin())
     finals, entries, train_rows, counts = {}, {}, [], {}
@@ -213,7 +221,7 @@ def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device
     log.debug("%s: rows measured on a busy host or noisy: %s", data.device, busy)
     manifest = _manifest(data, store_path, cfg, default_target, entries, baselines, busy)
     saved = {t: p for t, p in finals.items() if cfg.save_targets == "all" or t == default_target}
-    all_models = pd.concat([held, *train_rows], ignore_index=True)
+    all_models = pd.concat([held, *train_rows], ignore_index=True).drop(columns=list(crossval.SAVED_WITHOUT))
     if progress:
         progress(f"saving to {Path(out_root) / data.device}")
     out = save_bundle(Path(out_root) / data.device, manifest, saved,
@@ -276,6 +284,11 @@ def _target_entry(target: str, pred: KernelPredictor, cal: CalibrationEntry, sco
         kernels_held_out=score(kern[crossval.Y_MS], kern[PRED_MS]) if len(kern) else None,
         kernels_held_out_by_key=_records(grouped_metrics(kern, KEY, crossval.Y_MS, PRED_MS)) if len(kern) else (),
         predictor=pred.summary())
+
+
+def _form(name: str) -> str:
+    """The form of a calibration candidate's name ("per_kernel/relative" -> "per_kernel", "raw" -> "raw")."""
+    return name.split("/", 1)[0]
 
 
 def _choice_set(data: dataset.DeviceData, cfg: TrainConfig, held: pd.DataFrame) -> tuple[str, pd.DataFrame]:

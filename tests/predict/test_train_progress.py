@@ -77,3 +77,18 @@ def test_the_default_target_is_chosen_on_real_families_when_the_store_has_enough
     assert chosen == "all" and scores["target"].tolist() == ["span", "warm"]  # 9 real models: too few
     with pytest.raises(HaseError, match="choose_on must be one of"):
         load_train_config(config, choose_on="zoo")
+
+
+def test_the_choice_takes_only_the_configured_calibration_forms(store, config, tmp_path):
+    """`calibration_forms`: every candidate is scored and reported, the chosen one is of a listed form."""
+    default = load_train_config(config)
+    assert default.calibration_forms == ("raw", "scale", "per_kernel")  # "size" scored, not chosen
+    only_size = load_train_config(config, calibration_forms=["size"])
+    result = train(store, tmp_path / "p", only_size, "cpu-1t")
+    cal = result.manifest.targets[result.default_target].calibration.calibration
+    assert cal.form == "size" and cal.delta != 0 and cal.sum_lo_ms < cal.sum_hi_ms
+    scored = {c["calibration"] for c in result.manifest.to_dict()["targets"]["span"]["calibration_candidates"]}
+    assert {"per_kernel/relative", "size/relative", "raw"} <= scored
+    for bad in (["cubic"], [], "per_kernel"):
+        with pytest.raises(HaseError, match="calibration_forms must be a non-empty list"):
+            load_train_config(config, calibration_forms=bad)
