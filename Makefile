@@ -117,7 +117,8 @@ devset3:
 devset-eval: setup
 	$(HASE) evaluate --devset $(DEVSET) --device cpu-1t --out $(DEVSET_OUT)
 
-# The shipped predictors: the store of `make collect` plus the real models of $(DEVSET) and $(DEVSET2)/check (never its
+# Predictors trained with real graphs too (the shipped cpu-mt; the shipped cpu-1t is `make train`'s, which scored
+# better on the frozen sets, docs/results.md): the store of `make collect` plus the real models of $(DEVSET) and $(DEVSET2)/check (never its
 # heldout/) as families of their kind, collected into a copy of the store and trained with leave-family-out over
 # both (benchmarks/lofo_with_devset.py; needs `make devset devset2 devset-eval`, whose devset.csv names the first dev
 # set's groups). Writes $(LOFO)/predictors/<device>; read its figures, then copy it into hase/predictors/ by hand.
