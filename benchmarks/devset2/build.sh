@@ -20,4 +20,4 @@ mkdir -p "$OUT"
 export TRANSFORMERS_VERBOSITY=error HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONWARNINGS=ignore
 start=$(date +%s)
 nice -n 10 "$PY" "$HERE/export.py" --out "$OUT" "$@"
-echo "devset2 built in $(( $(date +%s) - start )) s -> $OUT/check, $OUT/heldout ($OUT/models.tsv, $OUT/failed.tsv)"
+echo "dev set built in $(( $(date +%s) - start )) s -> $OUT ($OUT/models.tsv, $OUT/failed.tsv)"
