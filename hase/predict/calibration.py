@@ -6,10 +6,11 @@
               (S: the sum in ms, clipped to the smallest and largest sums the fit saw)
 
 The per-kernel term exists because a standalone kernel run pays a fixed invocation cost that a node
-inside a model does not. The size term lets the scale grow with the model: inside a large model a kernel
-finds the caches its standalone run had warm taken by other nodes' weights and activations (fitted on the
-zoo alone, it took real models' median error from -4.4 % to -1.7 %; docs/predictor.md). The clip keeps
-it from extrapolating. alpha, beta, gamma, delta are fitted per device and target on measured models
+inside a model does not. The size term lets the scale grow with the model (inside a large model a kernel
+finds the caches its standalone run had warm taken by other nodes' weights and activations); the clip keeps
+it from extrapolating. It took the looked-at dev sets' median error from -4.4 % to -1.7 % and put a fresh
+held-out set 3-7 % slow, so training scores it but does not choose it by default ([training]
+calibration_forms; docs/predictor.md). alpha, beta, gamma, delta are fitted per device and target on measured models
 (least squares, relative least squares, or the robust Huber loss); `hase train` keeps the candidate
 that wins on held-out families and stores it in the manifest.
 """
