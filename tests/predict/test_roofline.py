@@ -107,21 +107,33 @@ def huge_pool_model(path: Path) -> Path:
 
 
 def test_a_kernel_far_outside_the_training_range_is_bounded_and_counted(tiny_root, tmp_path, capsys):
+    """The band is learnt from the tiny store's measured ratios, which move with the host's load, so whether this
+    pool leaves it varies from run to run: the predictor's own band is checked to hold, and a band the unclamped
+    forecast is sure to leave (half its ratio to the roofline) checks the clamp and its count."""
     path = huge_pool_model(tmp_path / "pool.onnx")
     bundle = load_bundle(tiny_root / "predictors" / "cpu-1t")
+    predictor = bundle.predictors[bundle.default_target]
     est = estimate_model(path, bundle)
     (k,) = [k for k in est.kernels if k.op_type == "AveragePool"]
-    lo, hi = roofline.band_ms(np.array([k.roofline_ms]), ["pool"], bundle.predictors[est.target].bands_)
+    lo, hi = roofline.band_ms(np.array([k.roofline_ms]), ["pool"], predictor.bands_)
     assert lo[0] * (1 - 1e-9) <= k.pred_ms <= hi[0] * (1 + 1e-9)
-    assert k in est.clamped and ("AveragePool", k.clamped, 1) in est.clamp_counts()
+    learnt = dict(predictor.bands_)
+    predictor.bands_ = {f: (0.0, np.inf) for f in learnt}  # every band wide open: the forests' own forecast
+    (free,) = [f for f in estimate_model(path, bundle).kernels if f.op_type == "AveragePool"]
+    ratio = free.pred_ms / free.roofline_ms
+    predictor.bands_ = {**learnt, "pool": (ratio / 100, ratio / 2)}
+    est = estimate_model(path, bundle)
+    (k,) = [k for k in est.kernels if k.op_type == "AveragePool"]
+    assert k.clamped == "high" and k.pred_ms == pytest.approx(free.roofline_ms * ratio / 2)
+    assert k in est.clamped and ("AveragePool", "high", 1) in est.clamp_counts()
     d = est.to_dict()
-    assert d["n_clamped"] == len(est.clamped) and {"op_type": "AveragePool", "side": k.clamped}.items() <= next(
+    assert d["n_clamped"] == len(est.clamped) and {"op_type": "AveragePool", "side": "high"}.items() <= next(
         c for c in d["clamped"] if c["op_type"] == "AveragePool").items()
     assert main(["predict", str(path), "--predictors", str(tiny_root / "predictors"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["n_clamped"] >= 1 and "AveragePool" in {c["op_type"] for c in out["clamped"]}
+    assert out["n_clamped"] == len(out["clamped"])  # one entry per clamped kernel
     assert main(["predict", str(path), "--predictors", str(tiny_root / "predictors")]) == 0
-    assert "clamped to the physical band" in capsys.readouterr().out
+    assert ("clamped to the physical band" in capsys.readouterr().out) == (out["n_clamped"] > 0)
 
 
 def test_a_predictor_without_peaks_predicts_as_before():
