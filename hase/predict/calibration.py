@@ -34,8 +34,9 @@ FITTERS = ("none", "ols", "relative", "huber")
 CANDIDATES = (("raw", "none"), ("scale", "ols"), ("scale", "relative"), ("scale", "huber"),
               ("per_kernel", "ols"), ("per_kernel", "relative"), ("per_kernel", "huber"),
               ("size", "ols"), ("size", "relative"), ("size", "huber"))
-COEFFICIENTS = ("alpha", "beta", "gamma", "delta", "sum_lo_ms", "sum_hi_ms")
-OPTIONAL = {"delta": 0.0, "sum_lo_ms": 1.0, "sum_hi_ms": 1.0}  # absent from manifests written before the size form
+COEFFICIENTS = ("alpha", "beta", "gamma", "delta", "sum_lo_ms", "sum_hi_ms", "kappa")
+# absent from manifests written before the size form (delta, sum bounds) and weight streaming (kappa)
+OPTIONAL = {"delta": 0.0, "sum_lo_ms": 1.0, "sum_hi_ms": 1.0, "kappa": 0.0}
 MIN_SHARE = 0.05  # the least share of a kernel sum a calibration leaves: only a model far below the fitted sizes
 # reaches it (standalone `warm` sums overshoot a model up to 13x, so a larger share would cut real predictions)
 
@@ -43,7 +44,8 @@ MIN_SHARE = 0.05  # the least share of a kernel sum a calibration leaves: only a
 @dataclass(frozen=True)
 class Calibration:
     """latency = (alpha + delta * ln clip(sum, sum_lo_ms, sum_hi_ms)) * sum + gamma * n_kernels + beta (delta is 0
-    but for the `size` form, gamma 0 for `scale`, all trivial for `raw`)."""
+    but for the `size` form, gamma 0 for `scale`, all trivial for `raw`); the sum is of kernel predictions with
+    their weight streaming, kappa (`hase.predict.residency`; 0: none), which `compose` applies."""
 
     form: str = "raw"
     fitter: str = "none"
@@ -53,6 +55,7 @@ class Calibration:
     delta: float = 0.0
     sum_lo_ms: float = 1.0
     sum_hi_ms: float = 1.0
+    kappa: float = 0.0
 
     @property
     def name(self) -> str:
@@ -68,9 +71,10 @@ class Calibration:
 
     def to_dict(self) -> dict[str, Any]:
         """The form, fitter and coefficients as a plain dict (for the manifest); the size form's own keys only for
-        it, so a manifest written before that form reads and writes back unchanged."""
+        it and kappa only when set, so a manifest written before either reads and writes back unchanged."""
         d = dataclasses.asdict(self)
-        return d if self.form == "size" else {k: v for k, v in d.items() if k not in OPTIONAL}
+        return {k: v for k, v in d.items() if k not in OPTIONAL or (self.form == "size" and k != "kappa")
+                or (k == "kappa" and v)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "calibration") -> Calibration:
@@ -87,6 +91,8 @@ class Calibration:
         text = f"α={self.alpha:.4f}, β={self.beta:.4f} ms, γ={self.gamma * 1e3:.2f} µs/kernel"
         if self.delta:
             text += f", δ={self.delta:.4f} per ln(Σ/ms) for Σ in {self.sum_lo_ms:.3g}–{self.sum_hi_ms:.3g} ms"
+        if self.kappa:
+            text += f", κ={self.kappa:.1f} (weights streamed from memory)"
         return text
 
     def scaled(self, c: float) -> Calibration:

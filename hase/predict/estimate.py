@@ -27,6 +27,7 @@ from hase import paths
 from hase.errors import HaseError
 from hase.kernels import graph, split
 from hase.kernels.types import KernelSpec
+from hase.predict import residency
 from hase.predict.bundle import PredictorBundle, load_bundle, predictor_dir
 from hase.predict.calibration import Calibration
 from hase.predict.predictor import KEY, SOURCE, SOURCE_OP, KernelPredictor
@@ -163,7 +164,8 @@ class Composition:
 def compose(specs: Sequence[KernelSpec], predictor: KernelPredictor, calibration: Calibration,
             n_draws: int = 64) -> Composition:
     """Predict every node's kernel once per unique kernel and sum over nodes; the interval is the calibrated
-    spread of the per-tree sums."""
+    spread of the per-tree sums. With the calibration's kappa, each node pays for streaming its weights where the
+    model outgrows the caches (`hase.predict.residency`)."""
     unique: dict[str, KernelSpec] = {}
     for s in specs:
         unique.setdefault(s.kernel_id, s)  # one kernel_id is one signature: any occurrence will do
@@ -171,9 +173,14 @@ def compose(specs: Sequence[KernelSpec], predictor: KernelPredictor, calibration
     keys, sources, pred, draws = r.keys, r.sources, r.pred_ms, r.draws
     position = {kernel_id: i for i, kernel_id in enumerate(unique)}
     rows = np.array([position[s.kernel_id] for s in specs], dtype=int)
-    per_node = pred[rows]
+    per_node, node_draws = pred[rows], draws[rows]
+    peaks = predictor.host_peaks()
+    if calibration.kappa and peaks is not None:
+        stream = residency.stream_ms(specs, peaks)
+        per_node = residency.with_streaming(per_node, stream, calibration.kappa)
+        node_draws = residency.with_streaming(node_draws, stream[:, None], calibration.kappa)
     total = float(per_node.sum())
-    sums = draws[rows].sum(axis=0)
+    sums = node_draws.sum(axis=0)
     n = len(specs)
     latency = float(calibration.apply(total, n))
     low, high = (float(v) for v in calibration.apply(np.percentile(sums, INTERVAL), n))

@@ -71,6 +71,8 @@ class TrainConfig:
     band_margin: float = 2.0
     choose_on: str = "all"
     min_real_models: int = 20
+    weight_streaming: bool = True  # the span target's kernels pay for streaming weights a model's tensors push out
+    # of cache, with a kappa fitted on held-out spans (`hase.predict.residency`); false: kappa 0
     calibration_forms: tuple[str, ...] = ("raw", "scale", "per_kernel")  # the forms the choice may take (every
     # form of calibration.FORMS is still scored and reported)
     forest: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
@@ -130,7 +132,7 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
 # value checks of the config, before any training: name -> (accepted types, lowest, highest)
 _TRAINING_VALUES: dict[str, tuple[tuple[type, ...], float, float]] = {
     "log_target": ((bool,), 0, 1), "base": ((bool,), 0, 1), "min_samples": ((int,), 1, 1e9),
-    "roofline": ((bool,), 0, 1), "clamp": ((bool,), 0, 1), "band_margin": ((int, float), 1, 1e6),
+    "roofline": ((bool,), 0, 1), "clamp": ((bool,), 0, 1), "weight_streaming": ((bool,), 0, 1), "band_margin": ((int, float), 1, 1e6),
     "random_state": ((int,), 0, 2**32 - 1), "n_jobs": ((int,), -1, 4096), "cv_tree_scale": ((int, float), 1e-3, 100),
     "tree_scale": ((int, float), 1e-3, 100), "weight_power": ((int, float), 0, 10),
     "busy_weight": ((int, float), 1e-3, 1), "min_real_models": ((int,), 1, 1e9)}
@@ -198,7 +200,7 @@ def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device
     if len(crossval.scored_families(data)) < 2:
         raise HaseError(f"the store has one model family ({data.families}): leave-family-out evaluation needs two "
                         f"or more; collect more of the zoo with `make collect`")
-    held, kernels = _cross_validate(data, cfg, progress)
+    held, kernels, kappa = _cross_validate(data, cfg, progress)
     scores = crossval.candidate_scores(held)
     chosen_on, choice = _choice_set(data, cfg, held[held[crossval.CALIBRATION].map(_form).isin(
         cfg.calibration_forms)])
@@ -209,6 +211,8 @@ def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device
         if progress:
             progress(f"{target}: final forests on all families")
         pred, cal, fit_data = _final(data, target, cfg, str(best.loc[target, crossval.CALIBRATION]))
+        if target == "span":
+            cal = dataclasses.replace(cal, kappa=kappa)
         counts[target] = trust.training_rows(data, target, cfg.busy_policy())[2]
         finals[target] = pred
         train_rows.append(crossval.in_sample(data, target, pred, cal))
@@ -231,18 +235,25 @@ def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device
 
 
 def _cross_validate(data: dataset.DeviceData, cfg: TrainConfig,
-                    progress: crossval.Progress | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Leave-family-out model rows and unseen-kernel rows of every target, each concatenated."""
-    models, kernels = [], []
+                    progress: crossval.Progress | None) -> tuple[pd.DataFrame, pd.DataFrame, float]:
+    """Leave-family-out model rows and unseen-kernel rows of every target, each concatenated, and the span
+    target's weight-streaming kappa (`hase.predict.residency`): fitted on the span's unseen kernels, then the span
+    folds run again with it, so the held-out figures are those of the predictor as it predicts (0: none)."""
+    models, kernels, kappa = [], [], 0.0
     for target in cfg.targets:
         def make(t: str = target) -> KernelPredictor:
             return cfg.predictor(True, data.peaks, t)
 
-        m, k = crossval.leave_family_out(data, target, make, cfg.calibrate_on, progress,
-                                   cfg.busy_policy())
+        m, k = crossval.leave_family_out(data, target, make, cfg.calibrate_on, progress, cfg.busy_policy())
+        if target == "span" and cfg.weight_streaming:
+            kappa = crossval.held_out_kappa(data, k)
+            if kappa:
+                m, _ = crossval.leave_family_out(data, target, make, cfg.calibrate_on, progress, cfg.busy_policy(),
+                                                 kappa)
         models.append(m)
         kernels.append(k)
-    return pd.concat(models, ignore_index=True), pd.concat([k for k in kernels if len(k)], ignore_index=True)
+    return (pd.concat(models, ignore_index=True), pd.concat([k for k in kernels if len(k)], ignore_index=True),
+            kappa)
 
 
 def _final(data: dataset.DeviceData, target: str, cfg: TrainConfig,

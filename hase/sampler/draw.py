@@ -43,12 +43,14 @@ import numpy as np
 from hase.errors import HaseError
 from hase.sampler.ranges import KernelRanges, read_ranges
 from hase.zoo.blocks import (
+    ACTIVATION_OPS,
     COVERAGE_OPS,
     EINSUM_EQUATIONS,
     ELTWISE_OPS,
     INDEX_KINDS,
     MOVEMENT_OPS,
     POOL_KINDS,
+    RECURRENT_CELLS,
     SOFTMAX_OPS,
     TRANSPOSE_OPS,
     block_flops,
@@ -58,11 +60,12 @@ from hase.zoo.registry import ModelSpec, get_family
 #: sampler family -> the kernel-ranges family it samples from
 SOURCES = {"conv": "conv", "matmul": "matmul", "attention": "batched_matmul", "norm": "norm", "pool": "pool",
            "eltwise": "eltwise", "index": "movement", "conv_nchw": "conv", "einsum": "batched_matmul",
-           "coverage": "eltwise"}
+           "coverage": "eltwise", "activation": "eltwise", "recurrent": "matmul"}
 #: sampler family -> the block family (`sampled-<name>`) that builds its samples, where the two differ
-BLOCKS = {"conv_nchw": "conv", "coverage": "eltwise"}
+BLOCKS = {"conv_nchw": "conv", "coverage": "eltwise", "activation": "eltwise"}
 DEFAULT_SHARES = {"conv": 0.35, "matmul": 0.25, "attention": 0.1, "norm": 0.08, "pool": 0.07, "eltwise": 0.15,
-                  "index": 0.06, "conv_nchw": 0.05, "einsum": 0.04, "coverage": 0.05}
+                  "index": 0.06, "conv_nchw": 0.05, "einsum": 0.04, "coverage": 0.05, "activation": 0.05,
+                  "recurrent": 0.02}
 # Rare in real graphs but not predictable from their neighbours: a forest that never saw a grouped convolution
 # (14 of the 1,059 conv kernels of kernel_ranges.csv, RegNets' and DLA's) predicted RegNets 1.6-2.4x too slow,
 # one that never saw a Resize put CrossViT's bicubic 240->224 resize (21 ms, a third of the model) at 0.05 ms.
@@ -72,6 +75,9 @@ GROUPED_SHARE = 0.15
 GROUP_WIDTHS = (8, 16, 24, 32, 48, 64)
 RESIZE_SHARE = 0.25
 RESIZE_OPS = tuple(op for op in MOVEMENT_OPS if op.startswith("Resize"))
+# steps, batch, input and hidden sizes of sampled LSTMs and GRUs (speech and OCR models: 50-500 frames or columns,
+# 64-1024 units)
+RECURRENT_RANGES = {"seq": (4, 512), "batch": (1, 8), "input": (16, 1024), "hidden": (16, 1024)}
 # PoolFormer's token mixers (pool(x) - x, a 3x3 stride-1 AveragePool without the padding in the mean, then a Sub
 # over the whole activation) are stride-1 average pools in the ranges: this share of those is drawn as a mixer
 MIXER_SHARE = 0.5
@@ -188,7 +194,8 @@ def sample_specs(cfg: SamplerConfig, ranges: KernelRanges | None = None) -> list
         for _ in range(count * _TRIES):
             if made == count:
                 break
-            spec = _fit(name, SAMPLERS[name](Draw(rng, ranges, SOURCES[name], rng.random() < cfg.uniform)), cfg)
+            draw = Draw(rng, ranges, SOURCES[name], rng.random() < cfg.uniform, made)
+            spec = _fit(name, SAMPLERS[name](draw), cfg)
             if spec is not None and spec.name not in specs:
                 specs[spec.name] = spec
                 made += 1
@@ -296,8 +303,21 @@ class IndexParams:
     kind: str
 
 
+@dataclass(frozen=True)
+class RecurrentParams:
+    """A sampled recurrent layer (`sampled-recurrent`): an LSTM or GRU (`cell`) of `hidden` units over `seq` steps of
+    `batch` x `input`, one direction or two (`dirs`)."""
+
+    seq: int
+    batch: int
+    input: int
+    hidden: int
+    cell: str
+    dirs: int
+
+
 BlockParams = (ConvParams | MatmulParams | AttentionParams | NormParams | PoolParams | EltwiseParams | IndexParams
-               | EinsumParams)
+               | EinsumParams | RecurrentParams)
 
 
 def block_values(sample: BlockParams) -> dict[str, Any]:
@@ -314,6 +334,7 @@ class Draw:
     ranges: KernelRanges
     source: str
     uniform: bool
+    index: int = 0  # how many samples of the family were drawn before this one (a family may cycle through kinds)
 
     def num(self, dim: str, source: str | None = None) -> int:
         """A numeric dimension."""
@@ -422,6 +443,24 @@ def _coverage(d: Draw) -> EltwiseParams:
     return EltwiseParams(d.num("rows"), d.num("width"), str(d.rng.choice(COVERAGE_OPS)))
 
 
+def _activation(d: Draw) -> EltwiseParams:
+    """The element-wise ops no other family draws (`ACTIVATION_OPS`) in turn, so each gets as many samples (and
+    enough for a forest of its own), sized as the ranges' element-wise ops."""
+    return EltwiseParams(d.num("rows"), d.num("width"), ACTIVATION_OPS[d.index % len(ACTIVATION_OPS)])
+
+
+def _recurrent(d: Draw) -> RecurrentParams:
+    """LSTM and GRU in turn, a third of them bidirectional; steps, input and hidden sizes log-uniform over
+    `RECURRENT_RANGES` (the kernel ranges hold no recurrent layer: the 45 real models have none)."""
+    def draw(dim: str) -> int:
+        lo, hi = RECURRENT_RANGES[dim]
+        return round(math.exp(d.rng.uniform(math.log(lo), math.log(hi))))
+
+    cells = tuple(RECURRENT_CELLS)
+    return RecurrentParams(draw("seq"), draw("batch"), draw("input"), draw("hidden"), cells[d.index % len(cells)],
+                           2 if d.rng.random() < 1 / 3 else 1)
+
+
 def _index(d: Draw) -> IndexParams:
     """A Gather or ScatterND of each kind equally often, sized as the ranges' data movement."""
     return IndexParams(d.num("rows"), d.num("width"), str(d.rng.choice(INDEX_KINDS)))
@@ -434,4 +473,5 @@ def _einsum(d: Draw) -> EinsumParams:
 
 SAMPLERS: dict[str, Callable[[Draw], BlockParams]] = {
     "conv": _conv, "matmul": _matmul, "attention": _attention, "norm": _norm, "pool": _pool, "eltwise": _eltwise,
-    "index": _index, "conv_nchw": _conv_nchw, "einsum": _einsum, "coverage": _coverage}
+    "index": _index, "conv_nchw": _conv_nchw, "einsum": _einsum, "coverage": _coverage, "activation": _activation,
+    "recurrent": _recurrent}

@@ -47,6 +47,13 @@ ELTWISE_OPS = ("Add", "Mul", "Sub", "Div", "Relu", "Sigmoid", "Clip", "Tanh", "H
 #   global response normalization of ConvNeXt-V2 over H, W of an NHWC tensor), InstanceNormalization
 COVERAGE_OPS = ("SiLU", "SliceOuter", "SliceLast", "Pad", "Neg", "Expand", "ReduceSumLast", "ReduceMaxLast",
                 "ReduceL2Outer", "InstanceNorm")
+# - every other element-wise op of the `elementwise` feature family that ORT's CPU provider runs on floats and real
+#   exports write (`ACTIVATION_OPS`): an op the zoo never ran gets its family's forest, which knows element counts,
+#   not the op's arithmetic, and put an Elu (exp per element, 2.2 ms in EnCodec) at 0.35 ms and a Softplus (exp and
+#   log1p) at 1/25 of its time. Pow squares (RMSNorm's x^2, ReLU^2); Max takes a second tensor; SiLU again, as
+#   COVERAGE_OPS drew it 5 times of 48 (the fused QuickGelu needs 8 kernels for a forest of its own)
+ACTIVATION_OPS = ("Softplus", "Elu", "Selu", "Softsign", "LeakyRelu", "HardSigmoid", "Exp", "Log", "Sqrt",
+                  "Reciprocal", "Abs", "Sign", "Round", "Floor", "Sin", "Cos", "Pow", "Max", "SiLU")
 TRANSPOSE_OPS = ("Transpose0213", "Transpose0231", "Transpose20341")
 SOFTMAX_OPS = ("SoftmaxAxis2", "SoftmaxAxis1")
 MOVEMENT_OPS = (*TRANSPOSE_OPS, *SOFTMAX_OPS, "ResizeNearest", "ResizeLinear", "ResizeCubic")
@@ -62,10 +69,12 @@ MAIN_OPS: dict[str, frozenset[str]] = {
     "sampled-norm": frozenset({"LayerNormalization", "SkipLayerNormalization"}),
     "sampled-pool": frozenset({"MaxPool", "AveragePool", "GlobalAveragePool"}),
     "sampled-eltwise": frozenset(ELTWISE_OPS) | {"Resize", "Softmax", "QuickGelu", "Slice", "Pad", "Neg", "Expand",
-                                                  "ReduceSum", "ReduceMax", "ReduceL2", "InstanceNormalization"},
+                                                  "ReduceSum", "ReduceMax", "ReduceL2", "InstanceNormalization"}
+    | (frozenset(ACTIVATION_OPS) - {"SiLU"}),
     "sampled-resize": frozenset({"Resize"}),
     "sampled-index": frozenset({"Gather", "ScatterND"}),
     "sampled-einsum": frozenset({"Einsum"}),
+    "sampled-recurrent": frozenset({"LSTM", "GRU"}),
 }
 #: pooling as real graphs write it: `max`/`avg` windows, `global` (GlobalAveragePool), `window` (global pooling
 #: written as an AveragePool whose window is the whole plane, HF's EfficientNet pooler over 1280x7x7) and `mixer`
@@ -177,24 +186,28 @@ def build_pool(g: GraphBuilder, p: dict[str, Any]) -> None:
     g.output(y, "output")
 
 
-@register_family("sampled-eltwise", _dim("rows", "m", 256), _dim("width", "w", 256), Param("op", "", "Add",
-                                                                                          choices=ELTWISE_OPS
-                                                                                          + MOVEMENT_OPS
-                                                                                          + COVERAGE_OPS))
+ELTWISE_BLOCK_OPS = tuple(dict.fromkeys(ELTWISE_OPS + MOVEMENT_OPS + COVERAGE_OPS + ACTIVATION_OPS))
+
+
+@register_family("sampled-eltwise", _dim("rows", "m", 256), _dim("width", "w", 256),
+                 Param("op", "", "Add", choices=ELTWISE_BLOCK_OPS))
 def build_eltwise(g: GraphBuilder, p: dict[str, Any]) -> None:
-    """One element-wise or data-movement op over [1, rows, width] (binary ops and Concat take two inputs; a head
-    transpose splits width into heads, a Resize reads rows as channels and width as the image side)."""
+    """One element-wise or data-movement op over [1, rows, width] (binary ops, Max and Concat take two inputs, Pow
+    a constant exponent 2; a head transpose splits width into heads, a Resize reads rows as channels and width as
+    the image side)."""
     op, shape = p["op"], (1, p["rows"], p["width"])
     if op in MOVEMENT_OPS:
         g.output(_movement(g, op, p["rows"], p["width"]), "output")
         return
-    if op in COVERAGE_OPS:
+    if op in COVERAGE_OPS:  # SiLU included, also one of ACTIVATION_OPS
         g.output(_coverage(g, op, p["rows"], p["width"]), "output")
         return
     x = g.input("input", shape)
-    if op in ("Add", "Mul", "Sub", "Div", "Concat"):
+    if op in ("Add", "Mul", "Sub", "Div", "Concat", "Max"):
         other = g.input("other", shape)
         y = g.concat([x, other], axis=-1) if op == "Concat" else g.binary(op, x, other)
+    elif op == "Pow":
+        y = g.op1("Pow", [x.name, g.const(2.0)], shape)
     elif op == "Transpose":
         y = g.transpose(x, (0, 2, 1))
     elif op == "Clip":
@@ -238,6 +251,31 @@ def build_einsum(g: GraphBuilder, p: dict[str, Any]) -> None:
         shapes, out = ((1, 1, b, m, k), (b, n, k)), (1, 1, b, m, n)
     a, c = g.input("a", shapes[0]), g.input("b", shapes[1])
     g.output(g.op1("Einsum", [a.name, c.name], out, equation=EINSUM_EQUATIONS[eq]), "output")
+
+
+# Recurrent cells as torch.onnx writes nn.LSTM and nn.GRU (one ONNX node per layer; EnCodec's and SEANet's LSTMs,
+# OCR and TTS decoders): ORT runs the input projection of every step as one GEMM, then one small GEMM per step and
+# direction, so the time grows with the steps, not only with the FLOPs (gates: LSTM 4, GRU 3)
+RECURRENT_CELLS = {"lstm": ("LSTM", 4), "gru": ("GRU", 3)}
+
+
+@register_family("sampled-recurrent", _dim("seq", "s", 64), _dim("batch", "b", 1), _dim("input", "i", 128),
+                 _dim("hidden", "h", 128), Param("cell", "", "lstm", choices=tuple(RECURRENT_CELLS)),
+                 Param("dirs", "d", 1, choices=(1, 2)))
+def build_recurrent(g: GraphBuilder, p: dict[str, Any]) -> None:
+    """One LSTM or GRU layer over [seq, batch, input] (`dirs` 2: bidirectional), all steps' outputs
+    [seq, dirs, batch, hidden] out; GRU with linear_before_reset=1, as torch.onnx writes it."""
+    op, gates = RECURRENT_CELLS[p["cell"]]
+    seq, batch, dirs, hidden = p["seq"], p["batch"], p["dirs"], p["hidden"]
+    scale = 1.0 / math.sqrt(hidden)
+    x = g.input("input", (seq, batch, p["input"]))
+    w = g.uniform((dirs, gates * hidden, p["input"]), -scale, scale)
+    r = g.uniform((dirs, gates * hidden, hidden), -scale, scale)
+    b = g.uniform((dirs, 2 * gates * hidden), -scale, scale)
+    attrs: dict[str, Any] = {"hidden_size": hidden, "direction": "bidirectional" if dirs == 2 else "forward"}
+    if op == "GRU":
+        attrs["linear_before_reset"] = 1
+    g.output(g.op1(op, [x.name, w, r, b], (seq, dirs, batch, hidden), **attrs), "output")
 
 
 def _check_index(p: dict[str, Any]) -> None:
@@ -347,4 +385,7 @@ def block_flops(family: str, p: dict[str, Any]) -> float:
         return float(p["rows"] * p.get("hidden", p.get("width", 1)) * copies) * MEMORY_FLOPS
     if family == "sampled-resize":
         return float(p["channels"] * (p["side"] ** 2 + p["out"] ** 2)) * MEMORY_FLOPS
+    if family == "sampled-recurrent":
+        gates = RECURRENT_CELLS[p.get("cell", "lstm")][1]
+        return float(2.0 * p["seq"] * p["batch"] * p["dirs"] * gates * p["hidden"] * (p["input"] + p["hidden"]))
     raise HaseError(f"unknown sampled family {family!r}: use one of {sorted(MAIN_OPS)}")

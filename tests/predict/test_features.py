@@ -130,6 +130,23 @@ def test_ops_ort_runs_in_place_move_no_bytes_whatever_their_size():
     assert copy["bytes"] == 2 * 4 * 6 * 256 * 32
 
 
+def test_recurrent_layers_have_their_steps_and_gates_from_a_real_lstm_and_gru():
+    """The LSTM and GRU kernels ORT runs for the zoo's recurrent blocks (torch.onnx's layout): steps, batch, sizes,
+    directions and gates from X [seq, batch, input] and W [dirs, gates x hidden, input]."""
+    from hase import zoo
+
+    for cell, dirs, gates in (("lstm", 1, 4), ("gru", 2, 3)):
+        model = zoo.build_model(zoo.get_family("sampled-recurrent").spec(
+            {"seq": 10, "batch": 3, "input": 20, "hidden": 8, "cell": cell, "dirs": dirs}))
+        (k,) = [n.spec for n in split.split(graph.kernel_graph(model, EPConfig("cpu-1t")))]
+        f = features.extract(k)
+        assert features.family_of(k.op_type).name == "recurrent" and features.kernel_key(k) == cell.upper()
+        assert (f["steps"], f["batch"], f["input_size"], f["hidden"], f["directions"], f["gates"]) == \
+            (10, 3, 20, 8, dirs, gates)
+        assert f["flops"] == 2 * 10 * 3 * dirs * gates * 8 * (20 + 8) and f["step_flops"] == 2 * 3 * gates * 64 * dirs
+        assert f["weight_bytes"] == 4 * dirs * gates * 8 * (20 + 8 + 2)
+
+
 @pytest.mark.parametrize(("perm", "single"), [
     ([0, 2, 3, 4, 1], True), ([0, 2, 1, 3], True), ([0, 3, 1, 2], True), ([1, 0], True), ([0, 1, 3, 2], True),
     ([2, 0, 3, 4, 1], False), ([0, 1, 2], False), ([3, 2, 1, 0], False), ([1, 0, 3, 2], False),

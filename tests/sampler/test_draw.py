@@ -23,7 +23,7 @@ from hase.sampler.draw import (
     sample_specs,
 )
 from hase.sampler.ranges import read_ranges
-from hase.zoo.blocks import COVERAGE_OPS, block_flops
+from hase.zoo.blocks import ACTIVATION_OPS, COVERAGE_OPS, block_flops
 from hase.zoo.registry import get_family
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -146,11 +146,30 @@ def test_the_small_zoo_draws_its_earlier_blocks_and_48_coverage_blocks_of_every_
     only the new blocks."""
     cfg = zoo_sampler(read_zoo(CONFIGS / "zoo_small.toml"))
     assert cfg is not None
+    cfg = dataclasses.replace(cfg, kernels=360, shares={k: v for k, v in cfg.shares.items()
+                                                        if k not in ("activation", "recurrent")})  # as it was then
     before = dataclasses.replace(cfg, kernels=312, shares={k: v for k, v in cfg.shares.items() if k != "coverage"})
     old, new = {s.name for s in sample_specs(before)}, sample_specs(cfg)
     added = [s for s in new if s.name not in old]
     assert old < {s.name for s in new} and len(added) == family_counts(cfg)["coverage"] == 48
     assert {s.kwargs()["op"] for s in added} == set(COVERAGE_OPS) and {s.family for s in added} == {"sampled-eltwise"}
+
+
+def test_the_small_zoo_adds_activation_and_recurrent_blocks_and_keeps_every_earlier_one():
+    """configs/zoo_small.toml went from 360 to 540 kernels with `activation` = 0.65 and `recurrent` = 0.1: each of
+    the 19 activation ops gets 8 or 9 blocks (a forest of its own needs 8), LSTM and GRU 12 each."""
+    cfg = zoo_sampler(read_zoo(CONFIGS / "zoo_small.toml"))
+    assert cfg is not None
+    new_families = ("activation", "recurrent")
+    before = dataclasses.replace(cfg, kernels=360, shares={k: v for k, v in cfg.shares.items() if k not in new_families})
+    old, new = {s.name for s in sample_specs(before)}, sample_specs(cfg)
+    added = [s.kwargs() for s in new if s.name not in old]
+    assert old < {s.name for s in new} and len(added) == 156 + 24
+    ops = Counter(p["op"] for p in added if "op" in p)
+    assert set(ops) == set(ACTIVATION_OPS) and min(ops.values()) >= 8
+    cells = Counter((p["cell"], p["dirs"]) for p in added if "cell" in p)
+    assert cells[("lstm", 1)] + cells[("lstm", 2)] == cells[("gru", 1)] + cells[("gru", 2)] == 12
+    assert cells[("lstm", 2)] + cells[("gru", 2)] > 0
 
 
 def test_nchw_convs_have_channels_off_a_multiple_of_8_and_index_and_einsum_blocks_every_kind():

@@ -9,7 +9,7 @@ from hase import zoo
 from hase.errors import HaseError
 from hase.kernels import graph, split
 from hase.runtime.types import EPConfig
-from hase.zoo.blocks import MAIN_OPS, block_flops, is_sampled
+from hase.zoo.blocks import ACTIVATION_OPS, MAIN_OPS, block_flops, is_sampled
 
 ALL = EPConfig("cpu-1t", opt_level="all")
 
@@ -91,6 +91,28 @@ def test_eltwise_block(op, out):
 def test_coverage_ops_are_the_kernels_real_graphs_run(op, ort_op, out):
     (k,) = _kernels("sampled-eltwise", rows=16, width=40, op=op)
     assert k.op_type == ort_op and k.outputs[0].shape == out and ort_op in MAIN_OPS["sampled-eltwise"]
+
+
+@pytest.mark.parametrize("op", ACTIVATION_OPS)
+def test_activation_ops_run_as_one_kernel_of_their_own_op_type(op):
+    """Each of the element-wise ops no other family draws stays one node of its own op type at `all` (SiLU fused
+    into QuickGelu; Pow with its constant exponent as the second input)."""
+    (k,) = _kernels("sampled-eltwise", rows=16, width=40, op=op)
+    assert k.op_type == ("QuickGelu" if op == "SiLU" else op) and k.outputs[0].shape == (1, 16, 40)
+    assert k.op_type in MAIN_OPS["sampled-eltwise"]
+    if op == "Pow":
+        assert k.inputs[1].const and k.inputs[1].shape == ()
+
+
+@pytest.mark.parametrize(("cell", "op", "dirs"), [("lstm", "LSTM", 1), ("gru", "GRU", 2)])
+def test_recurrent_block_is_one_lstm_or_gru_as_torch_writes_it(cell, op, dirs):
+    (k,) = _kernels("sampled-recurrent", seq=12, batch=2, input=24, hidden=16, cell=cell, dirs=dirs)
+    gates = 4 if op == "LSTM" else 3
+    assert k.op_type == op and k.inputs[0].shape == (12, 2, 24) and k.outputs[0].shape == (12, dirs, 2, 16)
+    assert k.inputs[1].const and k.inputs[1].shape == (dirs, gates * 16, 24)
+    assert dict(k.attrs).get("linear_before_reset", 0) == (op == "GRU")
+    params = {"seq": 12, "batch": 2, "input": 24, "hidden": 16, "cell": cell, "dirs": dirs}
+    assert block_flops("sampled-recurrent", params) == 2 * 12 * 2 * dirs * gates * 16 * (24 + 16)
 
 
 @pytest.mark.parametrize(("op", "out", "mode"), [

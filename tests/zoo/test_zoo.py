@@ -47,6 +47,7 @@ SMALL = {
     "sampled-resize": ({"channels": 4, "side": 8, "out": 32}, {"output": (1, 4, 32, 32)}),
     "sampled-index": ({"rows": 8, "width": 16, "kind": "window"}, {"output": (1, 8, 9, 16, 1)}),
     "sampled-einsum": ({"batch": 2, "m": 8, "k": 4, "n": 6, "eq": "rel"}, {"output": (1, 1, 2, 8, 6)}),
+    "sampled-recurrent": ({"seq": 6, "batch": 1, "input": 8, "hidden": 4, "cell": "gru"}, {"output": (6, 1, 1, 4)}),
 }
 TRANSFORMER_STYLES = [
     {"gelu": "erf", "linear": "matmul", "scale": "div"},

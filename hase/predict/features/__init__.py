@@ -4,8 +4,8 @@
     >>> kernel_key(spec), extract(spec)["flops"]
     ('FusedConv', 231211008.0)
 
-Families: conv, matmul, attention, pool, norm, softmax, reduce, elementwise, movement, inplace, layout, and `generic`,
-which describes any op. `kernel_key` names the predictor a kernel belongs to: its op type, plus a
+Families: conv, matmul, attention, pool, norm, softmax, reduce, elementwise, movement, inplace, layout, recurrent,
+and `generic`, which describes any op. `kernel_key` names the predictor a kernel belongs to: its op type, plus a
 variant where one op type holds kernels that behave differently (``FusedConv/dw`` for depthwise).
 """
 from __future__ import annotations
@@ -21,6 +21,7 @@ from hase.predict.features import (  # noqa: F401 - fill the registry
     layout,
     matmul,
     movement,
+    recurrent,
     reduce,
 )
 from hase.predict.features.registry import (

@@ -1,0 +1,82 @@
+"""Weights that do not stay in cache between runs: the time a kernel inside a large model spends streaming them.
+
+A sampled block or a small zoo model keeps its weights in the caches from one run to the next, so the in-model spans
+the forests learn from rarely pay for reading weights from memory. A model whose tensors outgrow the caches reads
+every weight from memory again on each run, and its weight-heavy kernels (convolutions and GEMMs over few rows:
+7x7 planes, a token or a sequence of 128) run slower than the same kernel in a small model. Per node:
+
+    stream_ms = cold_share x weight_bytes / DRAM bandwidth
+    cold_share = max(0, 1 - cache / footprint)   (footprint: the weights and outputs one run touches)
+    pred_ms'  = sqrt(pred_ms^2 + (kappa x stream_ms)^2)
+
+(a smooth maximum: streaming overlaps compute, so it adds little to a compute-bound kernel and becomes the time of
+a kernel that is mostly weights). Cache sizes and the DRAM bandwidth are the host's peaks measured by `collect`;
+`kappa` is fitted at training on the zoo's held-out in-model spans (`fit_kappa`): zoo models over 16 MB of tensors
+showed the effect there (their weight-heavy kernels predicted 4-60 % fast), kernels of smaller ones none.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from hase.kernels.types import KernelSpec, TensorSpec
+from hase.measure.types import HostPeaks
+from hase.predict import features
+from hase.predict.features.common import itemsize, numel
+
+STREAM_FAMILIES = ("conv", "matmul", "recurrent")  # families whose kernels read all their weights on every run
+KAPPA_GRID = np.round(np.arange(0.0, 8.0001, 0.1), 1)
+
+
+def _bytes(t: TensorSpec) -> float:
+    return float(numel(t.shape) * itemsize(t.dtype))
+
+
+def weight_bytes(spec: KernelSpec) -> float:
+    """Bytes of a kernel's constant inputs (its weights)."""
+    return sum(_bytes(t) for t in spec.inputs if t.name and t.const)
+
+
+def footprint_bytes(specs: Sequence[KernelSpec]) -> float:
+    """What one run of a model touches: every node's weights and outputs."""
+    return sum(weight_bytes(s) + sum(_bytes(t) for t in s.outputs if t.name) for s in specs)
+
+
+def cold_share(footprint: float, peaks: HostPeaks) -> float:
+    """The share of a run's tensors the host's caches cannot hold from one run to the next."""
+    cache = sum(level.capacity_bytes for level in peaks.levels if level.capacity_bytes > 0)
+    return max(0.0, 1.0 - cache / footprint) if footprint > 0 else 0.0
+
+
+def stream_ms(specs: Sequence[KernelSpec], peaks: HostPeaks) -> NDArray[np.float64]:
+    """Per node of a model (all its nodes, in order): the time to stream its weights from memory on each run,
+    0 for kernels of families that do not read all their weights per run and in models that fit in cache."""
+    share = cold_share(footprint_bytes(specs), peaks)
+    dram = peaks.levels[-1].bytes_per_s
+    if share == 0.0 or dram <= 0:
+        return np.zeros(len(specs))
+    return np.array([share * weight_bytes(s) / dram * 1e3 if features.family_of(s.op_type).name in STREAM_FAMILIES
+                     else 0.0 for s in specs], dtype=np.float64)
+
+
+def with_streaming(pred_ms: ArrayLike, stream: ArrayLike, kappa: float) -> NDArray[np.float64]:
+    """Predictions with their weight streaming: sqrt(pred^2 + (kappa x stream)^2) (`pred_ms` may have a trailing
+    axis of per-tree draws when `stream` is shaped to broadcast)."""
+    p = np.asarray(pred_ms, dtype=np.float64)
+    if kappa == 0.0:
+        return p
+    return np.asarray(np.hypot(p, kappa * np.asarray(stream, dtype=np.float64)), dtype=np.float64)
+
+
+def fit_kappa(pred_ms: ArrayLike, measured_ms: ArrayLike, stream: ArrayLike) -> float:
+    """The kappa of `KAPPA_GRID` with the least mean squared log error over the kernels that stream (held-out
+    predictions against their measured spans); 0 when none does."""
+    p, y, s = (np.asarray(a, dtype=np.float64) for a in (pred_ms, measured_ms, stream))
+    ok = (s > 0) & (p > 0) & (y > 0)
+    if not ok.any():
+        return 0.0
+    p, y, s = p[ok], y[ok], s[ok]
+    losses = [float(np.mean(np.log(with_streaming(p, s, float(k)) / y) ** 2)) for k in KAPPA_GRID]
+    return float(KAPPA_GRID[int(np.argmin(losses))])

@@ -1,0 +1,78 @@
+"""hase.predict.residency: weights a model's tensors push out of cache, streamed again on each run."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import conv_bn_relu_model
+
+from hase.kernels import graph, split
+from hase.kernels.types import KernelSpec, TensorSpec
+from hase.measure.types import BandwidthLevel, HostPeaks
+from hase.predict import residency
+from hase.predict.bundle import load_bundle
+from hase.predict.calibration import Calibration
+from hase.predict.estimate import compose
+from hase.runtime.types import EPConfig
+
+MB = 1 << 20
+PEAKS = HostPeaks("cpu-1t", 1e11, (BandwidthLevel("L2", MB, MB // 2, 1e11), BandwidthLevel("L3", 8 * MB, 4 * MB, 5e10),
+                                   BandwidthLevel("DRAM", 0, 64 * MB, 2e10)), 0.02)
+
+
+def _matmul(rows: int, k: int, n: int, name: str = "mm") -> KernelSpec:
+    """A MatMul of [rows, k] by a constant [k, n] weight (what ORT runs for a linear layer)."""
+    ins = (TensorSpec(f"{name}_a", (rows, k), "float32"), TensorSpec(f"{name}_w", (k, n), "float32", True))
+    return KernelSpec(f"{name}-{rows}-{k}-{n}", "MatMul", "", (), ins, (TensorSpec(f"{name}_y", (rows, n), "float32"),))
+
+
+def _relu(elems: int) -> KernelSpec:
+    t = (TensorSpec("x", (1, elems), "float32"),)
+    return KernelSpec(f"relu-{elems}", "Relu", "", (), t, (TensorSpec("y", (1, elems), "float32"),))
+
+
+def test_a_model_that_fits_in_cache_streams_nothing():
+    specs = [n.spec for n in split.split(graph.kernel_graph(conv_bn_relu_model(c=8, hw=16), EPConfig()))]
+    assert residency.footprint_bytes(specs) < 9 * MB and residency.cold_share(residency.footprint_bytes(specs),
+                                                                               PEAKS) == 0.0
+    assert not residency.stream_ms(specs, PEAKS).any()
+
+
+def test_weights_of_a_model_over_the_caches_stream_at_dram_bandwidth():
+    specs = [_matmul(1, 2048, 2048, "a"), _relu(2048), _matmul(1, 2048, 2048, "b")]  # two 16 MB weights
+    footprint = residency.footprint_bytes(specs)
+    assert footprint == 2 * (16 * MB + 8192) + 8192
+    share = residency.cold_share(footprint, PEAKS)
+    assert share == pytest.approx(1 - 9 * MB / footprint)
+    stream = residency.stream_ms(specs, PEAKS)
+    assert stream[1] == 0.0  # an element-wise op has no weights to read
+    assert stream[0] == stream[2] == pytest.approx(share * 16 * MB / 2e10 * 1e3)
+
+
+def test_streaming_is_a_smooth_maximum_and_kappa_is_recovered_from_held_out_kernels():
+    assert np.array_equal(residency.with_streaming([1.0, 2.0], [5.0, 5.0], 0.0), [1.0, 2.0])
+    assert residency.with_streaming([3.0], [2.0], 2.0) == pytest.approx([5.0])  # hypot(3, 2 x 2)
+    rng = np.random.default_rng(0)
+    pred, stream = rng.uniform(0.1, 2.0, 300), rng.uniform(0.0, 1.0, 300)
+    measured = residency.with_streaming(pred, stream, 2.5) * np.exp(rng.normal(0, 0.02, 300))
+    assert residency.fit_kappa(pred, measured, stream) == pytest.approx(2.5, abs=0.2)
+    assert residency.fit_kappa(pred, measured, np.zeros(300)) == 0.0  # nothing streams: nothing to fit
+
+
+def test_compose_adds_each_node_its_streaming_with_the_calibrations_kappa(tiny_root: Path):
+    pred = load_bundle(tiny_root / "predictors" / "cpu-1t", ["span"]).predictors["span"]
+    peaks = pred.host_peaks()
+    assert peaks is not None  # collect measured the host's peaks into the tiny store
+    cache = sum(v.capacity_bytes for v in peaks.levels)
+    side = int(np.sqrt(2 * cache / 4)) // 64 * 64  # one weight twice the host's caches
+    specs = [_matmul(1, side, side), _relu(side)]
+    plain = compose(specs, pred, Calibration(), n_draws=8)
+    cal = Calibration(kappa=2.0)
+    streamed = compose(specs, pred, cal, n_draws=8)
+    stream = residency.stream_ms(specs, peaks)
+    assert stream[0] > 0 and stream[1] == 0
+    assert streamed.pred_ms[0] == pytest.approx(np.hypot(plain.pred_ms[0], 2.0 * stream[0]))
+    assert streamed.pred_ms[1] == pytest.approx(plain.pred_ms[1]) and streamed.sum_ms > plain.sum_ms
+    assert cal.to_dict()["kappa"] == 2.0 and "kappa" not in Calibration().to_dict()  # old manifests: unchanged
+    assert Calibration.from_dict(cal.to_dict()) == cal and "κ=2.0" in cal.describe()
