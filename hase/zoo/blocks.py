@@ -383,6 +383,10 @@ def block_flops(family: str, p: dict[str, Any]) -> float:
     if family in ("sampled-norm", "sampled-eltwise", "sampled-index"):
         copies = INDEX_WINDOW if p.get("kind") == "window" else 1  # a window gather writes 9x its rows x width
         return float(p["rows"] * p.get("hidden", p.get("width", 1)) * copies) * MEMORY_FLOPS
+    return _resize_or_recurrent_flops(family, p)
+
+
+def _resize_or_recurrent_flops(family: str, p: dict[str, Any]) -> float:
     if family == "sampled-resize":
         return float(p["channels"] * (p["side"] ** 2 + p["out"] ** 2)) * MEMORY_FLOPS
     if family == "sampled-recurrent":

@@ -161,7 +161,8 @@ def test_the_small_zoo_adds_activation_and_recurrent_blocks_and_keeps_every_earl
     cfg = zoo_sampler(read_zoo(CONFIGS / "zoo_small.toml"))
     assert cfg is not None
     new_families = ("activation", "recurrent")
-    before = dataclasses.replace(cfg, kernels=360, shares={k: v for k, v in cfg.shares.items() if k not in new_families})
+    before = dataclasses.replace(cfg, kernels=360,
+                                 shares={k: v for k, v in cfg.shares.items() if k not in new_families})
     old, new = {s.name for s in sample_specs(before)}, sample_specs(cfg)
     added = [s.kwargs() for s in new if s.name not in old]
     assert old < {s.name for s in new} and len(added) == 156 + 24
