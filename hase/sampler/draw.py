@@ -438,9 +438,9 @@ def _eltwise(d: Draw) -> EltwiseParams:
 
 
 def _coverage(d: Draw) -> EltwiseParams:
-    """One of the ops real graphs run and no zoo family writes (`COVERAGE_OPS`), each equally often, sized as the
-    ranges' element-wise ops."""
-    return EltwiseParams(d.num("rows"), d.num("width"), str(d.rng.choice(COVERAGE_OPS)))
+    """The ops real graphs run and no zoo family writes (`COVERAGE_OPS`) in turn, so each gets as many samples,
+    sized as the ranges' element-wise ops."""
+    return EltwiseParams(d.num("rows"), d.num("width"), COVERAGE_OPS[d.index % len(COVERAGE_OPS)])
 
 
 def _activation(d: Draw) -> EltwiseParams:
