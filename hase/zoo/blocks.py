@@ -46,11 +46,13 @@ ELTWISE_OPS = ("Add", "Mul", "Sub", "Div", "Relu", "Sigmoid", "Clip", "Tanh", "H
 #   one row to all rows, reductions over the last axis (ReduceSum, ReduceMax) and over an outer one (ReduceL2: the
 #   global response normalization of ConvNeXt-V2 over H, W of an NHWC tensor), InstanceNormalization, and Swin's
 #   window partition, a Transpose of [1, n, win, n, win, channels] by (0, 1, 3, 2, 4, 5) (Swin2SR's 133
-#   transposes ran 2.5x their prediction from the head transposes the zoo had);
+#   transposes ran 2.5x their prediction from the head transposes the zoo had), and an Expand of a last axis of
+#   size 1 ([1, rows, 1] -> [1, rows, width]: F.normalize's norm, expand_as(x), in SwinV2/Swin2SR's cosine
+#   attention and CLIP-style heads; one element per output element, 28x the time of the row copies above);
 #   `_coverage` draws them in turn, 8 blocks each (a forest of its own needs 8: a random choice had given Expand 3,
 #   and Swin2SR's 32 Expands of its attention masks were predicted at 1/12 of their 13.6 ms)
 COVERAGE_OPS = ("SiLU", "SliceOuter", "SliceLast", "Pad", "Neg", "Expand", "ReduceSumLast", "ReduceMaxLast",
-                "ReduceL2Outer", "InstanceNorm", "TransposeWindow")
+                "ReduceL2Outer", "InstanceNorm", "TransposeWindow", "ExpandLast")
 # - every other element-wise op of the `elementwise` feature family that ORT's CPU provider runs on floats and real
 #   exports write (`ACTIVATION_OPS`): an op the zoo never ran gets its family's forest, which knows element counts,
 #   not the op's arithmetic, and put an Elu (exp per element, 2.2 ms in EnCodec) at 0.35 ms and a Softplus (exp and
@@ -320,9 +322,9 @@ def build_index(g: GraphBuilder, p: dict[str, Any]) -> None:
 def _coverage(g: GraphBuilder, op: str, rows: int, width: int) -> Tensor:
     """One of `COVERAGE_OPS` over [1, rows, width] (rows as channels or tokens, width as a plane or hidden size)."""
     shape = (1, rows, width)
-    if op == "Expand":
-        row = g.input("input", (1, 1, width))
-        return g.op1("Expand", [row.name, g.const(list(shape), np.int64)], shape)
+    if op in ("Expand", "ExpandLast"):
+        part = g.input("input", (1, 1, width) if op == "Expand" else (1, rows, 1))
+        return g.op1("Expand", [part.name, g.const(list(shape), np.int64)], shape)
     if op == "TransposeWindow":  # rows as the tokens of a square map, width as channels
         win = 8 if rows >= 256 else 4
         n = max(1, math.isqrt(rows) // win)

@@ -89,6 +89,7 @@ def test_eltwise_block(op, out):
     ("ReduceMaxLast", "ReduceMax", (1, 16, 1)), ("ReduceL2Outer", "ReduceL2", (1, 1, 40)),
     ("InstanceNorm", "InstanceNormalization", (1, 16, 40)),
     ("TransposeWindow", "Transpose", None),  # Swin's window partition of a 4x4 map of 40 channels
+    ("ExpandLast", "Expand", (1, 16, 40)),  # F.normalize's [.., 1] norm expanded over the last axis
 ])
 def test_coverage_ops_are_the_kernels_real_graphs_run(op, ort_op, out):
     (k,) = _kernels("sampled-eltwise", rows=16, width=40, op=op)
