@@ -76,3 +76,24 @@ def test_compose_adds_each_node_its_streaming_with_the_calibrations_kappa(tiny_r
     assert streamed.pred_ms[1] == pytest.approx(plain.pred_ms[1]) and streamed.sum_ms > plain.sum_ms
     assert cal.to_dict()["kappa"] == 2.0 and "kappa" not in Calibration().to_dict()  # old manifests: unchanged
     assert Calibration.from_dict(cal.to_dict()) == cal and "κ=2.0" in cal.describe()
+
+
+def test_training_fits_no_kappa_where_every_model_fits_in_cache_and_checks_the_switch(tiny_root: Path,
+                                                                                     tmp_path: Path):
+    """The tiny store's models all fit in this host's caches: nothing streams, so kappa is 0 and the shipped
+    calibration has none; `weight_streaming` must be a boolean."""
+    from hase.errors import HaseError
+    from hase.predict import crossval, dataset
+    from hase.predict.train import load_train_config
+
+    data = dataset.load_device_data(tiny_root / "tiny.sqlite", "cpu-1t")
+    assert data.peaks is not None
+    targets = load_bundle(tiny_root / "predictors" / "cpu-1t").manifest.targets
+    assert all(t.calibration.calibration.kappa == 0.0 for t in targets.values())
+    kernels = crossval.leave_family_out(data, "span", lambda: load_train_config(tiny_root / "tiny.toml").predictor(
+        True, data.peaks, "span"))[1]
+    assert len(kernels) and crossval.held_out_kappa(data, kernels) == 0.0
+    bad = tmp_path / "bad.toml"
+    bad.write_text((tiny_root / "tiny.toml").read_text().replace("[training]", "[training]\nweight_streaming = 1", 1))
+    with pytest.raises(HaseError, match="weight_streaming"):
+        load_train_config(bad)
