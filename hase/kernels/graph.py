@@ -196,13 +196,18 @@ class KernelGraph:
 
 
 WEIGHTS_FILE = "weights.bin"
+# Initializers up to this size stay inside the optimized model: ONNX Runtime cannot load a model whose shape
+# inference needs an external tensor's values ("Cannot parse data from external tensors"), and its fusions write
+# such inputs, e.g. the split sizes of a Split that fuses 200-500 Gather slices of a Mamba layer (4 KB of int64):
+# Zamba's and Jamba's optimized graphs could not be read back at 1 KB. Weights are far larger than this.
+INLINE_BYTES = 64 << 10
 
 
 def optimize_to(model: onnx.ModelProto | None, ep: EPConfig, directory: PathLike,
                 source: PathLike | None = None, *, external_folder: PathLike | None = None,
                 discard_weights: bool = False) -> Path:
     """Save the model as ONNX Runtime optimizes it at the config's level (ORT's own fusions) into
-    `directory`, with initializers over 1 KB in an external `weights.bin`; returns the model path.
+    `directory`, with initializers over `INLINE_BYTES` in an external `weights.bin`; returns the model path.
 
     Args:
         source: the model's file, when `model` is exactly its content (ORT then reads it directly).
@@ -216,7 +221,7 @@ def optimize_to(model: onnx.ModelProto | None, ep: EPConfig, directory: PathLike
     src = Path(directory) / "source.onnx"
     config = {**probe.NO_PREPACK,
               "session.optimized_model_external_initializers_file_name": WEIGHTS_FILE,
-              "session.optimized_model_external_initializers_min_size_in_bytes": "1024"}
+              "session.optimized_model_external_initializers_min_size_in_bytes": str(INLINE_BYTES)}
     if discard_weights:
         with contextlib.suppress(OSError):  # no symlinks here (e.g. Windows without the privilege): write them
             os.symlink(os.devnull, Path(directory) / WEIGHTS_FILE)

@@ -182,3 +182,23 @@ def test_a_zero_dimension_is_not_called_symbolic(tmp_path):
 def test_bad_input_shape_items(item, match):
     with pytest.raises(HaseError, match=match):
         graph.parse_input_shapes([item])
+
+
+def test_an_optimized_graph_whose_shapes_need_a_constants_values_is_read_back(tmp_path):
+    """A Split into 200 parts has 1.6 KB of split sizes that ORT's shape inference must read when it loads the
+    optimized model (as in Zamba's and Jamba's fused Mamba layers): they stay inside the model, not in weights.bin."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    n = 200
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n, 8])
+    outs = [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1, 1, 8]) for i in range(n)]
+    split = numpy_helper.from_array(np.ones(n, dtype=np.int64), "split")
+    node = helper.make_node("Split", ["x", "split"], [o.name for o in outs], axis=1, name="split")
+    model = helper.make_model(helper.make_graph([node], "s", [x], outs, initializer=[split]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = graph.optimize_to(model, EPConfig("cpu-1t"), tmp_path)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])  # raised before the fix
+    assert len(session.get_outputs()) == n
