@@ -57,17 +57,34 @@ def txt(b: int, s: int, vocab: int, mask: bool = True) -> tuple:
     return (("input_ids", (b, s), "ids", vocab),) + ((("attention_mask", (b, s), "mask", None),) if mask else ())
 
 
+def f32(name: str, *shape: int) -> tuple:
+    return ((name, tuple(shape), "f32", None),)
+
+
+def timm_spec(model: str, family: str, kind: str, res: int, b: int, name: str = "", reparam: bool = False,
+              **kw) -> Spec:
+    """A timm model at resolution `res`, batch `b` (`kw`: its config's arguments); named timm_<model>[_res]_b<b>."""
+    tag = "" if model.endswith(str(res)) else f"_{res}"
+    return Spec(name or f"timm_{model}{tag}_b{b}", family, kind, "timm", model, img(b, res), reparam=reparam,
+                config_kwargs=kw)
+
+
+def hf_spec(name: str, family: str, kind: str, model: str, config: str, kw: dict, inputs: tuple,
+            attr="last_hidden_state", sub="", call_kwargs=None) -> Spec:
+    """A transformers model built from its config class with `kw`, called on `inputs`."""
+    return Spec(name, family, kind, "hf", model, inputs, config, kw, attr, sub, dict(call_kwargs or {}))
+
+
 SPECS: list[Spec] = []
 
 
 def timm(model: str, family: str, kind: str, res: int, b: int, reparam: bool = False) -> None:
-    tag = "" if model.endswith(str(res)) else f"_{res}"
-    SPECS.append(Spec(f"timm_{model}{tag}_b{b}", family, kind, "timm", model, img(b, res), reparam=reparam))
+    SPECS.append(timm_spec(model, family, kind, res, b, reparam=reparam))
 
 
 def hf(name: str, family: str, kind: str, model: str, config: str, kw: dict, inputs: tuple, attr="last_hidden_state",
        sub="", call_kwargs=None) -> None:
-    SPECS.append(Spec(name, family, kind, "hf", model, inputs, config, kw, attr, sub, dict(call_kwargs or {})))
+    SPECS.append(hf_spec(name, family, kind, model, config, kw, inputs, attr, sub, call_kwargs))
 
 
 NOCACHE = dict(use_cache=False)

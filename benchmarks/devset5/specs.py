@@ -40,7 +40,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "devset2"))
-from specs import NOCACHE, Spec, img, txt
+from specs import NOCACHE, Spec, f32, hf_spec, timm_spec, txt
 
 PART = "heldout"  # every model of this set is held out (export.py: no split.csv, all in OUT/heldout)
 DYNAMO_FALLBACK = False  # every model exported by the TorchScript exporter at opset 17, or failed
@@ -49,17 +49,12 @@ SPECS: list[Spec] = []
 
 
 def timm(model: str, family: str, kind: str, res: int, b: int, name: str = "", **kw) -> None:
-    tag = "" if model.endswith(str(res)) else f"_{res}"
-    SPECS.append(Spec(name or f"timm_{model}{tag}_b{b}", family, kind, "timm", model, img(b, res), config_kwargs=kw))
+    SPECS.append(timm_spec(model, family, kind, res, b, name, **kw))
 
 
 def hf(name: str, family: str, kind: str, model: str, config: str, kw: dict, inputs: tuple, attr="last_hidden_state",
        sub="", call_kwargs=None) -> None:
-    SPECS.append(Spec(name, family, kind, "hf", model, inputs, config, kw, attr, sub, dict(call_kwargs or {})))
-
-
-def f32(name: str, *shape: int) -> tuple:
-    return ((name, tuple(shape), "f32", None),)
+    SPECS.append(hf_spec(name, family, kind, model, config, kw, inputs, attr, sub, call_kwargs))
 
 
 def ids(name: str, hi: int, *shape: int) -> tuple:
