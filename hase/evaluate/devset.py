@@ -201,14 +201,20 @@ def read_rows(csv: Path) -> pd.DataFrame:
     return rows
 
 
+def _config_text(value: Any) -> str:
+    """A config value as text, whole numbers without a decimal point: a thread count a table read back as a float
+    column (1.0, where other rows had none) is the same configuration as 1."""
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
 def _check_same_config(rows: pd.DataFrame, bundle: PredictorBundle, csv: Path) -> None:
     ep = bundle.ep_config()
     want = {"device": ep.name, "execution_provider": ep.provider, "intra_op_threads": ep.intra_op_threads,
             "opt_level": ep.opt_level}
     measured = rows[rows[ERROR] == ""]
     for k in CONFIG:
-        seen = {str(v) for v in measured[k].dropna()}
-        if seen and seen != {str(want[k])}:
+        seen = {_config_text(v) for v in measured[k].dropna()}
+        if seen and seen != {_config_text(want[k])}:
             raise HaseError(f"{csv} was measured with {k}={sorted(seen)}, this predictor runs {k}={want[k]}: "
                             f"write to another folder (--out) or remove the file")
 

@@ -102,6 +102,16 @@ def test_resume_refuses_another_configuration(tmp_path, evaluated, bundle):
         devset.evaluate_devset(models, bundle, tmp_path / "devset.csv", policy=QUICK)
 
 
+def test_resume_takes_a_thread_count_written_as_a_float_for_the_same_configuration(tmp_path, evaluated, bundle):
+    """A table rewritten by pandas after rows were dropped has intra_op_threads 1.0: the same configuration as 1."""
+    models, csv, _ = evaluated
+    rows = pd.read_csv(csv)
+    rows.assign(intra_op_threads=rows["intra_op_threads"].astype(float)).to_csv(tmp_path / "devset.csv", index=False)
+    assert "1.0" in (tmp_path / "devset.csv").read_text() or bundle.ep_config().intra_op_threads != 1
+    dev = devset.evaluate_devset(models, bundle, tmp_path / "devset.csv", policy=QUICK)  # refused before
+    assert len(dev.rows) == len(rows)
+
+
 def test_a_model_that_fails_gets_an_error_row(tmp_path, bundle):
     (tmp_path / "junk.onnx").write_bytes(b"junk")
     dev = devset.evaluate_devset(tmp_path, bundle, tmp_path / "out.csv", policy=QUICK)
