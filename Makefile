@@ -98,37 +98,21 @@ train-gpu: setup
 devset:
 	bash ../shared/models/devset/build.sh $(DEVSET)
 
-# Second dev set (benchmarks/devset2/: 72 models of families the first lacks, split into check/ and a frozen heldout/,
-# see its README). Self-contained: it does not read ../shared, so it builds in a fresh clone too; it reuses
-# DEVSET_VENV (/tmp/devset-venv) or makes it from the package registry (CPU torch). About 11 min, 5.4 GB on 2 cores.
+# Further dev sets, each built by benchmarks/devsetN/build.sh into $(DEVSETN) (git-ignored; see each README).
+# Self-contained: they do not read ../shared, so they build in a fresh clone too; all reuse DEVSET_VENV
+# (/tmp/devset-venv) or make it from the package registry (CPU torch), and devset2's exporter (TorchScript, opset 17).
+# - devset2: 72 models of families the first lacks, split into check/ and a frozen heldout/ (about 11 min, 5.4 GB);
+# - devset3, devset4, devset5: 36 models each of families none of the earlier sets has, ALL held out: never tune on
+#   one or look at its per-model errors; score it once per shipped predictor (about 5 min, ~3 GB each on 2 cores).
+#   devset3 and devset4 are spent (scored, then looked at); devset5 is the fresh one.
 DEVSET2 ?= models/dev2
-.PHONY: devset2
-devset2:
-	bash benchmarks/devset2/build.sh $(DEVSET2)
-
-# Third dev set (benchmarks/devset3/: 36 models of families neither dev set has), ALL of it held out: never tune on
-# it or look at its per-model errors; score it once per shipped predictor (see its README). Same venv and exporter as
-# devset2 (TorchScript, opset 17 only). About 5 min, 2.8 GB on 2 cores.
 DEVSET3 ?= models/dev3
-.PHONY: devset3
-devset3:
-	bash benchmarks/devset3/build.sh $(DEVSET3)
-
-# Fourth dev set (benchmarks/devset4/: models of families none of the earlier sets has), ALL of it held out: never
-# tune on it or look at its per-model errors; score it once per shipped predictor (see its README). Same venv and
-# exporter as devset2 (TorchScript, opset 17 only). About 5 min, 3.0 GB on 2 cores.
 DEVSET4 ?= models/dev4
-.PHONY: devset4
-devset4:
-	bash benchmarks/devset4/build.sh $(DEVSET4)
-
-# Fifth dev set (benchmarks/devset5/: models of families none of the earlier sets has), ALL of it held out: never
-# tune on it or look at its per-model errors; score it once per shipped predictor (see its README). Same venv and
-# exporter as devset2 (TorchScript, opset 17 only). About 5 min, 3.2 GB on 2 cores.
 DEVSET5 ?= models/dev5
-.PHONY: devset5
-devset5:
-	bash benchmarks/devset5/build.sh $(DEVSET5)
+DEVSETS := devset2 devset3 devset4 devset5
+.PHONY: $(DEVSETS)
+$(DEVSETS): devset%:
+	bash benchmarks/devset$*/build.sh $(DEVSET$*)
 
 devset-eval: setup
 	$(HASE) evaluate --devset $(DEVSET) --device cpu-1t --out $(DEVSET_OUT)
