@@ -21,27 +21,23 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from hase.kernels.types import KernelSpec, TensorSpec
+from hase.kernels.types import KernelSpec
 from hase.measure.types import HostPeaks
 from hase.predict import features
-from hase.predict.features.common import itemsize, numel
+from hase.predict.features.common import tensor_bytes
 
 STREAM_FAMILIES = ("conv", "matmul", "recurrent")  # families whose kernels read all their weights on every run
 KAPPA_GRID = np.round(np.arange(0.0, 8.0001, 0.1), 1)
 
 
-def _bytes(t: TensorSpec) -> float:
-    return float(numel(t.shape) * itemsize(t.dtype))
-
-
 def weight_bytes(spec: KernelSpec) -> float:
     """Bytes of a kernel's constant inputs (its weights)."""
-    return sum(_bytes(t) for t in spec.inputs if t.name and t.const)
+    return float(sum(tensor_bytes(t) for t in spec.inputs if t.name and t.const))
 
 
 def footprint_bytes(specs: Sequence[KernelSpec]) -> float:
     """What one run of a model touches: every node's weights and outputs."""
-    return sum(weight_bytes(s) + sum(_bytes(t) for t in s.outputs if t.name) for s in specs)
+    return sum(weight_bytes(s) + sum(tensor_bytes(t) for t in s.outputs if t.name) for s in specs)
 
 
 def cold_share(footprint: float, peaks: HostPeaks) -> float:
