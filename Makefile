@@ -109,9 +109,8 @@ DEVSET2 ?= models/dev2
 DEVSET3 ?= models/dev3
 DEVSET4 ?= models/dev4
 DEVSET5 ?= models/dev5
-DEVSETS := devset2 devset3 devset4 devset5
-.PHONY: $(DEVSETS)
-$(DEVSETS): devset%:
+.PHONY: devset2 devset3 devset4 devset5
+devset2 devset3 devset4 devset5: devset%:
 	bash benchmarks/devset$*/build.sh $(DEVSET$*)
 
 devset-eval: setup
