@@ -45,12 +45,12 @@ from hase.sampler.ranges import KernelRanges, read_ranges
 from hase.zoo.blocks import (
     ACTIVATION_OPS,
     COVERAGE_OPS,
-    EINSUM_EQUATIONS,
     ELTWISE_OPS,
     INDEX_KINDS,
     MOVEMENT_OPS,
     POOL_KINDS,
     RECURRENT_CELLS,
+    SAMPLED_EINSUMS,
     SOFTMAX_OPS,
     TRANSPOSE_OPS,
     block_flops,
@@ -60,9 +60,9 @@ from hase.zoo.registry import ModelSpec, get_family
 #: sampler family -> the kernel-ranges family it samples from
 SOURCES = {"conv": "conv", "matmul": "matmul", "attention": "batched_matmul", "norm": "norm", "pool": "pool",
            "eltwise": "eltwise", "index": "movement", "conv_nchw": "conv", "einsum": "batched_matmul",
-           "coverage": "eltwise", "activation": "eltwise", "recurrent": "matmul"}
+           "coverage": "eltwise", "activation": "eltwise", "recurrent": "matmul", "upsample": "movement"}
 #: sampler family -> the block family (`sampled-<name>`) that builds its samples, where the two differ
-BLOCKS = {"conv_nchw": "conv", "coverage": "eltwise", "activation": "eltwise"}
+BLOCKS = {"conv_nchw": "conv", "coverage": "eltwise", "activation": "eltwise", "upsample": "resize"}
 DEFAULT_SHARES = {"conv": 0.35, "matmul": 0.25, "attention": 0.1, "norm": 0.08, "pool": 0.07, "eltwise": 0.15,
                   "index": 0.06, "conv_nchw": 0.05, "einsum": 0.04, "coverage": 0.05, "activation": 0.05,
                   "recurrent": 0.02}
@@ -78,6 +78,11 @@ RESIZE_OPS = tuple(op for op in MOVEMENT_OPS if op.startswith("Resize"))
 # steps, batch, input and hidden sizes of sampled LSTMs and GRUs (speech and OCR models: 50-500 frames or columns,
 # 64-1024 units)
 RECURRENT_RANGES = {"seq": (4, 512), "batch": (1, 8), "input": (16, 1024), "hidden": (16, 1024)}
+# Upsampling as FPN/DBNet necks and decoders write it (`upsample`, in turn): torch's nearest by 2, 4 and 8 (ORT's
+# quick exact-2x copy and its general path) and bilinear by 2 and 4; channels (batch folded in: the same copy)
+# and input side log-uniform over these
+UPSAMPLE_KINDS = (("nearest-floor", 2), ("nearest-floor", 4), ("nearest-floor", 8), ("linear", 2), ("linear", 4))
+UPSAMPLE_RANGES = {"channels": (8, 768), "side": (5, 80)}
 # PoolFormer's token mixers (pool(x) - x, a 3x3 stride-1 AveragePool without the padding in the mean, then a Sub
 # over the whole activation) are stride-1 average pools in the ranges: this share of those is drawn as a mixer
 MIXER_SHARE = 0.5
@@ -102,7 +107,7 @@ TRANSPOSE_WEIGHTS = _half_on("Transpose20341", TRANSPOSE_OPS)
 # (`NCHW_DEPTHWISE_SHARE` of them, kernels `NCHW_KERNELS`) or dense, channels just off a multiple of 8.
 NCHW_DEPTHWISE_SHARE = 0.7
 NCHW_KERNELS = (3, 5, 7, 9)
-EINSUM_KINDS = tuple(EINSUM_EQUATIONS)
+EINSUM_KINDS = SAMPLED_EINSUMS
 _ROUND8 = frozenset({"c_in", "c_out", "channels", "k", "n", "hidden", "width", "group_width"})
 _TRIES = 200
 
@@ -316,8 +321,19 @@ class RecurrentParams:
     dirs: int
 
 
+@dataclass(frozen=True)
+class ResizeParams:
+    """A sampled Resize (`sampled-resize`) of [1, channels, side, side] to [1, channels, out, out] in `mode`
+    (`hase.zoo.blocks.RESIZE_MODE_NAMES`)."""
+
+    channels: int
+    side: int
+    out: int
+    mode: str
+
+
 BlockParams = (ConvParams | MatmulParams | AttentionParams | NormParams | PoolParams | EltwiseParams | IndexParams
-               | EinsumParams | RecurrentParams)
+               | EinsumParams | RecurrentParams | ResizeParams)
 
 
 def block_values(sample: BlockParams) -> dict[str, Any]:
@@ -346,6 +362,10 @@ class Draw:
         if dim in _ROUND8 and value >= 16:
             value = int(round(value / 8) * 8)
         return max(1, value)
+
+    def log_uniform(self, lo: int, hi: int) -> int:
+        """An integer log-uniform over [lo, hi] (for dimensions the ranges do not hold)."""
+        return round(math.exp(self.rng.uniform(math.log(lo), math.log(hi))))
 
     def cat(self, dim: str, allowed: tuple[str, ...] | None = None, source: str | None = None) -> str:
         """A categorical dimension, restricted to `allowed` values when given (uniform over them if none seen)."""
@@ -452,13 +472,17 @@ def _activation(d: Draw) -> EltwiseParams:
 def _recurrent(d: Draw) -> RecurrentParams:
     """LSTM and GRU in turn, a third of them bidirectional; steps, input and hidden sizes log-uniform over
     `RECURRENT_RANGES` (the kernel ranges hold no recurrent layer: the 45 real models have none)."""
-    def draw(dim: str) -> int:
-        lo, hi = RECURRENT_RANGES[dim]
-        return round(math.exp(d.rng.uniform(math.log(lo), math.log(hi))))
-
     cells = tuple(RECURRENT_CELLS)
-    return RecurrentParams(draw("seq"), draw("batch"), draw("input"), draw("hidden"), cells[d.index % len(cells)],
-                           2 if d.rng.random() < 1 / 3 else 1)
+    seq, batch, inp, hidden = (d.log_uniform(*RECURRENT_RANGES[dim]) for dim in ("seq", "batch", "input", "hidden"))
+    return RecurrentParams(seq, batch, inp, hidden, cells[d.index % len(cells)], 2 if d.rng.random() < 1 / 3 else 1)
+
+
+def _upsample(d: Draw) -> ResizeParams:
+    """Nearest (as torch writes it) and bilinear upsampling in turn (`UPSAMPLE_KINDS`); the ranges hold a handful of
+    Resizes (their 45 models have few necks), so sizes are log-uniform over `UPSAMPLE_RANGES`."""
+    mode, factor = UPSAMPLE_KINDS[d.index % len(UPSAMPLE_KINDS)]
+    channels, side = (d.log_uniform(*UPSAMPLE_RANGES[dim]) for dim in ("channels", "side"))
+    return ResizeParams(channels, side, side * factor, mode)
 
 
 def _index(d: Draw) -> IndexParams:
@@ -474,4 +498,4 @@ def _einsum(d: Draw) -> EinsumParams:
 SAMPLERS: dict[str, Callable[[Draw], BlockParams]] = {
     "conv": _conv, "matmul": _matmul, "attention": _attention, "norm": _norm, "pool": _pool, "eltwise": _eltwise,
     "index": _index, "conv_nchw": _conv_nchw, "einsum": _einsum, "coverage": _coverage, "activation": _activation,
-    "recurrent": _recurrent}
+    "recurrent": _recurrent, "upsample": _upsample}

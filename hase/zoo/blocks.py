@@ -17,6 +17,7 @@ import math
 from typing import Any
 
 import numpy as np
+import onnx
 
 from hase.errors import HaseError
 from hase.zoo.layers import GraphBuilder, Tensor
@@ -60,6 +61,17 @@ COVERAGE_OPS = ("SiLU", "SliceOuter", "SliceLast", "Pad", "Neg", "Expand", "Redu
 #   COVERAGE_OPS drew it 5 times of 48 (the fused QuickGelu needs 8 kernels for a forest of its own)
 ACTIVATION_OPS = ("Softplus", "Elu", "Selu", "Softsign", "LeakyRelu", "HardSigmoid", "Exp", "Log", "Sqrt",
                   "Reciprocal", "Abs", "Sign", "Round", "Floor", "Sin", "Cos", "Pow", "Max", "SiLU")
+# - Pow by other exponents than 2 (`POW_OPS`, listed in the zoo configs): ORT multiplies for 2 and 3 and calls
+#   std::pow for any other value, 12x the time per element (YOSO's Pow over [4, 512, 512], 3.3 ms in-model, was
+#   predicted 0.27 ms from squares); the exponent is in the kernel's signature (`hase.kernels.split.VALUE_OPS`)
+POW_OPS = {"PowCube": 3.0, "PowHalf": 0.5, "PowInv": -1.0, "PowFrac": 1.5}
+# - Cast between the dtypes real exports convert (`CAST_OPS`: source and target; listed in the zoo configs): the
+#   zoo's Casts were all 4-byte, and I-BERT's float64 -> float32 Casts were predicted 11x their 0.05 ms
+CAST_OPS = {"CastF64F32": (onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT),
+            "CastF32F64": (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE),
+            "CastI64F32": (onnx.TensorProto.INT64, onnx.TensorProto.FLOAT),
+            "CastF32I64": (onnx.TensorProto.FLOAT, onnx.TensorProto.INT64),
+            "CastBoolF32": (onnx.TensorProto.BOOL, onnx.TensorProto.FLOAT)}
 TRANSPOSE_OPS = ("Transpose0213", "Transpose0231", "Transpose20341")
 SOFTMAX_OPS = ("SoftmaxAxis2", "SoftmaxAxis1")
 MOVEMENT_OPS = (*TRANSPOSE_OPS, *SOFTMAX_OPS, "ResizeNearest", "ResizeLinear", "ResizeCubic")
@@ -75,7 +87,7 @@ MAIN_OPS: dict[str, frozenset[str]] = {
     "sampled-norm": frozenset({"LayerNormalization", "SkipLayerNormalization"}),
     "sampled-pool": frozenset({"MaxPool", "AveragePool", "GlobalAveragePool"}),
     "sampled-eltwise": frozenset(ELTWISE_OPS) | {"Resize", "Softmax", "QuickGelu", "Slice", "Pad", "Neg", "Expand",
-                                                  "ReduceSum", "ReduceMax", "ReduceL2", "InstanceNormalization"}
+                                                  "ReduceSum", "ReduceMax", "ReduceL2", "InstanceNormalization", "Cast"}
     | (frozenset(ACTIVATION_OPS) - {"SiLU"}),
     "sampled-resize": frozenset({"Resize"}),
     "sampled-index": frozenset({"Gather", "ScatterND"}),
@@ -86,7 +98,11 @@ MAIN_OPS: dict[str, frozenset[str]] = {
 #: written as an AveragePool whose window is the whole plane, HF's EfficientNet pooler over 1280x7x7) and `mixer`
 #: (PoolFormer's token mixer: a stride-1 AveragePool without the padding in the mean, minus its input)
 POOL_KINDS = ("max", "avg", "global", "window", "mixer")
-RESIZE_MODE_NAMES = ("nearest", "linear", "cubic")
+# `nearest-floor` is nearest upsampling as torch.onnx writes F.interpolate(scale_factor=s) (coordinate mode
+# `asymmetric`, nearest mode `floor`, a scales input): FPN/DBNet necks (PP-OCR's 2-8x). ORT copies an exact 2x of the
+# two inner axes that way in whole rows, ~5x quicker than the half-pixel nearest of the same data; its other
+# scales take the general path. The sampled half-pixel ones had put PP-OCRv5's 8x Resizes at 5.8 ms (0.2 ms).
+RESIZE_MODE_NAMES = ("nearest", "linear", "cubic", "nearest-floor")
 # Indexing as real exports write it, whose time is per index, not per byte (a forest that had seen only embedding
 # lookups, whole rows per index, put them at a memcpy's time, 15-40x too fast):
 # - `window`: ConvBERT's span convolution unfolds [b, seq, hidden + 8, 1] along the tokens with a [9, hidden] index
@@ -192,15 +208,16 @@ def build_pool(g: GraphBuilder, p: dict[str, Any]) -> None:
     g.output(y, "output")
 
 
-ELTWISE_BLOCK_OPS = tuple(dict.fromkeys(ELTWISE_OPS + MOVEMENT_OPS + COVERAGE_OPS + ACTIVATION_OPS))
+ELTWISE_BLOCK_OPS = tuple(dict.fromkeys(ELTWISE_OPS + MOVEMENT_OPS + COVERAGE_OPS + ACTIVATION_OPS + tuple(POW_OPS)
+                                        + tuple(CAST_OPS)))
 
 
 @register_family("sampled-eltwise", _dim("rows", "m", 256), _dim("width", "w", 256),
                  Param("op", "", "Add", choices=ELTWISE_BLOCK_OPS))
 def build_eltwise(g: GraphBuilder, p: dict[str, Any]) -> None:
     """One element-wise or data-movement op over [1, rows, width] (binary ops, Max and Concat take two inputs, Pow
-    a constant exponent 2; a head transpose splits width into heads, a Resize reads rows as channels and width as
-    the image side)."""
+    a constant exponent 2, POW_OPS theirs, CAST_OPS convert between their dtypes; a head transpose splits width into
+    heads, a Resize reads rows as channels and width as the image side)."""
     op, shape = p["op"], (1, p["rows"], p["width"])
     if op in MOVEMENT_OPS:
         g.output(_movement(g, op, p["rows"], p["width"]), "output")
@@ -208,8 +225,14 @@ def build_eltwise(g: GraphBuilder, p: dict[str, Any]) -> None:
     if op in COVERAGE_OPS:  # SiLU included, also one of ACTIVATION_OPS
         g.output(_coverage(g, op, p["rows"], p["width"]), "output")
         return
+    if op in CAST_OPS:
+        src, dst = CAST_OPS[op]
+        g.output(g.op1("Cast", [g.input("input", shape, src).name], shape, dst, to=dst), "output")
+        return
     x = g.input("input", shape)
-    if op in ("Add", "Mul", "Sub", "Div", "Concat", "Max"):
+    if op in POW_OPS:
+        y = g.op1("Pow", [x.name, g.const(POW_OPS[op])], shape)
+    elif op in ("Add", "Mul", "Sub", "Div", "Concat", "Max"):
         other = g.input("other", shape)
         y = g.concat([x, other], axis=-1) if op == "Concat" else g.binary(op, x, other)
     elif op == "Pow":
@@ -223,23 +246,41 @@ def build_eltwise(g: GraphBuilder, p: dict[str, Any]) -> None:
     g.output(y, "output")
 
 
+def _check_resize(p: dict[str, Any]) -> None:
+    if p["mode"] == "nearest-floor" and p["out"] % p["side"]:
+        raise HaseError(f"sampled-resize: nearest-floor upsamples by a whole factor, out={p['out']} is no multiple "
+                        f"of side={p['side']}: use out = 2, 4 or 8 x side")
+
+
 @register_family(
     "sampled-resize", _dim("channels", "c", 256), _dim("side", "r", 32), _dim("out", "o", 128),
-    Param("mode", "", "linear", choices=RESIZE_MODE_NAMES),
+    Param("mode", "", "linear", choices=RESIZE_MODE_NAMES), check=_check_resize,
 )
 def build_resize(g: GraphBuilder, p: dict[str, Any]) -> None:
-    """A Resize of [1, channels, side, side] to [1, channels, out, out] (half-pixel, as PyTorch's interpolate with
-    align_corners=False exports it): segmentation decoders' bilinear upsampling, SegFormer's at 512 px."""
+    """A Resize of [1, channels, side, side] to [1, channels, out, out] (half-pixel with output sizes, as PyTorch's
+    interpolate with align_corners=False exports it: segmentation decoders' bilinear upsampling, SegFormer's at 512
+    px), or, mode `nearest-floor`, by scales as torch writes nearest upsampling (asymmetric, floor)."""
     x = g.input("input", (1, p["channels"], p["side"], p["side"]))
     out = (1, p["channels"], p["out"], p["out"])
-    g.output(g.op1("Resize", [x.name, "", "", g.const(list(out), np.int64)], out, mode=p["mode"],
-                   coordinate_transformation_mode="half_pixel"), "output")
+    if p["mode"] == "nearest-floor":
+        factor = p["out"] / p["side"]
+        scales = g.const([1.0, 1.0, factor, factor])
+        y = g.op1("Resize", [x.name, "", scales], out, mode="nearest", coordinate_transformation_mode="asymmetric",
+                  nearest_mode="floor")
+    else:
+        y = g.op1("Resize", [x.name, "", "", g.const(list(out), np.int64)], out, mode=p["mode"],
+                  coordinate_transformation_mode="half_pixel")
+    g.output(y, "output")
 
 
 # Einsum as real exports write it (ORT runs it as transposes around a batched MatMul, so the equation decides how
 # much is moved): CvT's attention scores `bhlk,bhtk->bhlt` and context `bhlt,bhtv->bhlv`, and MViTv2's relative
 # positions `byhwc,hkc->byhwk`, batched over a middle axis (12x the roofline time of the first two)
-EINSUM_EQUATIONS = {"qk": "bhlk,bhtk->bhlt", "av": "bhlt,bhtv->bhlv", "rel": "byhwc,hkc->byhwk"}
+EINSUM_EQUATIONS = {"qk": "bhlk,bhtk->bhlt", "av": "bhlt,bhtv->bhlv", "rel": "byhwc,hkc->byhwk",
+                    "local-qk": "...qhd,...khd->...hqk", "local-av": "...hqk,...khd->...qhd"}
+# LongT5's local attention (listed in the zoo configs): heads kept in place, blocks of m queries against n keys in
+# a leading batch axis, 6x the time the three above predicted for it
+SAMPLED_EINSUMS = ("qk", "av", "rel")  # what the sampler draws
 
 
 @register_family("sampled-einsum", _dim("batch", "b", 2), _dim("m", "m", 256), _dim("k", "k", 64),
@@ -249,7 +290,11 @@ def build_einsum(g: GraphBuilder, p: dict[str, Any]) -> None:
     b, m, k, n, eq = p["batch"], p["m"], p["k"], p["n"], p["eq"]
     shapes: tuple[tuple[int, ...], tuple[int, ...]]
     out: tuple[int, ...]
-    if eq == "qk":
+    if eq == "local-qk":  # b blocks of m queries, 8 heads of k, against n keys: [1, b, m, 8, k] x [1, b, n, 8, k]
+        shapes, out = ((1, b, m, 8, k), (1, b, n, 8, k)), (1, b, 8, m, n)
+    elif eq == "local-av":  # [1, b, 8, m, n] scores x [1, b, n, 8, k] values
+        shapes, out = ((1, b, 8, m, n), (1, b, n, 8, k)), (1, b, m, 8, k)
+    elif eq == "qk":
         shapes, out = ((1, b, m, k), (1, b, n, k)), (1, b, m, n)
     elif eq == "av":
         shapes, out = ((1, b, m, k), (1, b, k, n)), (1, b, m, n)

@@ -80,7 +80,13 @@ def test_einsum_is_a_matrix_product_with_its_dims_from_the_equation():
     rel = spec("Einsum", [((1, 1, 56, 56, 96), False), ((56, 56, 96), False)], [(1, 1, 56, 56, 56)],
                [("equation", "byhwc,hkc->byhwk")])  # MViTv2's relative positions: batched over h
     assert (features.extract(rel)["batch"], features.extract(rel)["k"]) == (56, 96)
-    odd = spec("Einsum", [((4, 8), False), ((8, 3), False)], [(4, 3)], [("equation", "...i,ij->...j")])
+    local = spec("Einsum", [((1, 8, 64, 8, 32), False), ((1, 8, 224, 8, 32), False)], [(1, 8, 8, 64, 224)],
+                 [("equation", "...qhd,...khd->...hqk")])  # LongT5's local attention: the ellipsis is batch
+    f = features.extract(local)
+    assert (f["batch"], f["m"], f["n"], f["k"], f["trans_b"]) == (64, 64, 224, 32, 1)
+    ell = spec("Einsum", [((4, 8), False), ((8, 3), False)], [(4, 3)], [("equation", "...i,ij->...j")])
+    assert (features.extract(ell)["m"], features.extract(ell)["k"]) == (4, 8)
+    odd = spec("Einsum", [((4, 8), False), ((8, 3), False)], [(4, 3)], [("equation", "i,ij,jk->k")])
     assert features.extract(odd)["m"] == 12  # an equation it cannot read: one product per output element
 
 

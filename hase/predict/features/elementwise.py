@@ -35,9 +35,24 @@ ELEMENTWISE_COLUMNS = (
     ("in_itemsize", "bytes per element of the first input"),
     ("out_itemsize", "bytes per element of the output"),
     ("is_float", "1 if the output is floating point"),
+    ("pow_general", "Pow: 0 for an exponent of 2 or 3 (ORT multiplies), 1 for any other or an unknown one (std::pow, "
+                    "12x the time per element); -1 for other ops"),
     ("flops", "output elements"),
     ("bytes", "input + output bytes"),
 )
+
+
+FAST_EXPONENTS = (2.0, 3.0)
+
+
+def pow_general(spec: KernelSpec) -> float:
+    """`pow_general` of a kernel: whether a Pow's exponent (a scalar constant whose value the signature carries as
+    [low, high]) takes ORT's std::pow path."""
+    if spec.op_type != "Pow":
+        return -1.0
+    e = spec.inputs[1] if len(spec.inputs) > 1 else None
+    known = e is not None and e.const and e.numel == 1 and e.low == e.high
+    return float(not (known and e is not None and e.low in FAST_EXPONENTS))
 
 
 @feature_family("elementwise", UNARY_OPS + BINARY_OPS, ELEMENTWISE_COLUMNS)
@@ -59,5 +74,6 @@ def elementwise_features(spec: KernelSpec) -> dict[str, float]:
         "max_in_elems": max(sizes), "min_in_elems": min(sizes), "broadcast": broadcast_pattern(shapes, out_shape),
         "broadcast_ratio": safe_ratio(n_out, max(min(sizes), 1)), "inner_block": block, "rank": len(out_shape),
         "in_itemsize": itemsize(first), "out_itemsize": itemsize(y.dtype),
-        "is_float": float(y.dtype.startswith(("float", "bfloat"))), "flops": n_out, "bytes": moved_bytes(spec),
+        "is_float": float(y.dtype.startswith(("float", "bfloat"))), "pow_general": pow_general(spec),
+        "flops": n_out, "bytes": moved_bytes(spec),
     }

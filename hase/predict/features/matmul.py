@@ -49,14 +49,19 @@ def einsum_dims(equation: str, a_shape: tuple[int, ...], b_shape: tuple[int, ...
                 ) -> tuple[int, int, int, int, bool, bool] | None:
     """(batch, M, N, K, transA, transB) of a two-operand Einsum: letters in both operands and the output are batch,
     in one operand and the output M or N, in both operands only K (a letter summed out of one operand counts in K).
-    CvT's attention `bhlk,bhtk->bhlt` is a batched q @ k^T (transB); None for anything else (no `->`, ellipsis,
-    shapes that do not match the letters)."""
+    CvT's attention `bhlk,bhtk->bhlt` is a batched q @ k^T (transB); an ellipsis stands for the leading axes it
+    covers (LongT5's `...qhd,...khd->...hqk`); None for anything else (no `->`, shapes that do not match the
+    letters)."""
     eq = equation.replace(" ", "")
-    if "->" not in eq or "." in eq:
+    if "->" not in eq:
         return None
     lhs, out = eq.split("->")
     ops = lhs.split(",")
-    if len(ops) != 2 or len(ops[0]) != len(a_shape) or len(ops[1]) != len(b_shape):
+    if len(ops) != 2:
+        return None
+    if "..." in eq:
+        ops, out = _expand_ellipsis(ops, out, (a_shape, b_shape))
+    if len(ops[0]) != len(a_shape) or len(ops[1]) != len(b_shape) or "." in "".join(ops) + out:
         return None
     size = dict(zip(ops[0], a_shape, strict=True)) | dict(zip(ops[1], b_shape, strict=True))
     a, b = ops
@@ -75,6 +80,16 @@ def einsum_dims(equation: str, a_shape: tuple[int, ...], b_shape: tuple[int, ...
     trans_a = bool(contracted_a) and a.index(contracted_a[-1]) < max((a.index(c) for c in a if c in out and c not in b),
                                                                      default=-1)
     return batch, m, n, k, trans_a, trans_b
+
+
+def _expand_ellipsis(ops: list[str], out: str, shapes: tuple[tuple[int, ...], ...]) -> tuple[list[str], str]:
+    """Operands and output with each `...` written as capital letters, one per axis it covers (aligned from the
+    right, as numpy broadcasts them)."""
+    spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in "".join(ops) + out]
+    widths = [max(len(shape) - (len(op) - 3), 0) if "..." in op else 0 for op, shape in zip(ops, shapes, strict=True)]
+    letters = "".join(spare[:max(widths, default=0)])
+    expanded = [op.replace("...", letters[len(letters) - w:] if w else "") for op, w in zip(ops, widths, strict=True)]
+    return expanded, out.replace("...", letters)
 
 
 def _matmul_dims(spec: KernelSpec) -> tuple[int, int, int, int, bool, bool]:

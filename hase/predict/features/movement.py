@@ -23,6 +23,7 @@ MOVEMENT_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropo
 IN_PLACE_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")  # their own family, "inplace" (below)
 COPY_OPS = tuple(op for op in MOVEMENT_OPS if op not in IN_PLACE_OPS)  # the "movement" family: ops that copy
 RESIZE_MODES = {"nearest": 0, "linear": 1, "cubic": 2}
+RESIZE_COORDINATES = {"half_pixel": 0, "asymmetric": 1, "pytorch_half_pixel": 2, "align_corners": 3}
 MOVEMENT_COLUMNS = (
     ("in_elems", "elements of the data input"),
     ("out_elems", "elements of all outputs"),
@@ -38,6 +39,10 @@ MOVEMENT_COLUMNS = (
     ("scale", "output elements / input elements"),
     ("index_elems", "Gather/Scatter: elements of the indices"),
     ("mode", "Resize: 0 nearest, 1 linear, 2 cubic; -1 for other ops (Pad's own mode is no Resize mode)"),
+    ("coordinates", "Resize: coordinate transformation, 0 half_pixel, 1 asymmetric, 2 pytorch_half_pixel, "
+                    "3 align_corners, 4 other; -1 for other ops"),
+    ("nearest_2x", "Resize: 1 for ORT's quick path, nearest asymmetric floor by exactly 2 on the two inner axes (as "
+                   "torch writes 2x nearest upsampling; ~5x quicker than the same half-pixel copy)"),
     ("itemsize", "bytes per element of the data input"),
     ("flops", "output elements"),
     ("bytes", "input + output bytes"),
@@ -82,6 +87,20 @@ def moves_single_axis(perm: list[int]) -> bool:
     return False
 
 
+def _resize_features(spec: KernelSpec, shape: tuple[int, ...]) -> tuple[float, float, float]:
+    """mode, coordinates and nearest_2x of a Resize (-1, -1, 0 for any other op)."""
+    if spec.op_type not in ("Resize", "Upsample"):
+        return -1.0, -1.0, 0.0
+    mode = str(attr(spec, "mode", "nearest"))
+    coords = str(attr(spec, "coordinate_transformation_mode", "half_pixel"))
+    out = tuple(out0(spec).shape)
+    doubled = (len(shape) >= 2 and len(out) == len(shape) and out[:-2] == shape[:-2]
+               and out[-2:] == (2 * shape[-2], 2 * shape[-1]))
+    quick = mode == "nearest" and coords == "asymmetric" and str(attr(spec, "nearest_mode", "round_prefer_floor")) \
+        == "floor" and doubled
+    return float(RESIZE_MODES.get(mode, 3)), float(RESIZE_COORDINATES.get(coords, 4)), float(quick)
+
+
 def _kept_block(shape: tuple[int, ...], perm: list[int]) -> int:
     """Elements of the trailing axes a permutation leaves in place (the contiguous run it copies)."""
     block = 1
@@ -107,6 +126,7 @@ def movement_features(spec: KernelSpec) -> dict[str, float]:
         block = _kept_block(shape, perm)
     idx_pos = _INDEX_INPUT.get(spec.op_type)
     idx = inp(spec, idx_pos) if idx_pos is not None else None
+    mode, coordinates, nearest_2x = _resize_features(spec, shape)
     return {
         "in_elems": n_in, "out_elems": n_out, "n_inputs": len(ins), "n_outputs": sum(1 for t in spec.outputs if t.name),
         "rank": rank, "axis_from_end": (rank - 1 - axis) if axis is not None and axis < rank else -1,
@@ -115,8 +135,7 @@ def movement_features(spec: KernelSpec) -> dict[str, float]:
         "last_axis_kept": float(not perm or perm[-1] == rank - 1),
         "single_axis_move": float(spec.op_type == "Transpose" and moves_single_axis(perm)),
         "scale": safe_ratio(n_out, n_in), "index_elems": numel(idx.shape) if idx is not None else 0,
-        "mode": RESIZE_MODES.get(str(attr(spec, "mode", "nearest")), 3) if spec.op_type in ("Resize", "Upsample")
-        else -1,
+        "mode": mode, "coordinates": coordinates, "nearest_2x": nearest_2x,
         "itemsize": itemsize(x.dtype) if x is not None else 4, "flops": n_out, "bytes": moved_bytes(spec),
     }
 
