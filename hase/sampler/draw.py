@@ -60,7 +60,8 @@ from hase.zoo.registry import ModelSpec, get_family
 #: sampler family -> the kernel-ranges family it samples from
 SOURCES = {"conv": "conv", "matmul": "matmul", "attention": "batched_matmul", "norm": "norm", "pool": "pool",
            "eltwise": "eltwise", "index": "movement", "conv_nchw": "conv", "einsum": "batched_matmul",
-           "coverage": "eltwise", "activation": "eltwise", "recurrent": "matmul", "upsample": "movement"}
+           "coverage": "eltwise", "activation": "eltwise", "recurrent": "matmul", "upsample": "movement",
+           "rmsnorm": "norm"}
 #: sampler family -> the block family (`sampled-<name>`) that builds its samples, where the two differ
 BLOCKS = {"conv_nchw": "conv", "coverage": "eltwise", "activation": "eltwise", "upsample": "resize"}
 DEFAULT_SHARES = {"conv": 0.35, "matmul": 0.25, "attention": 0.1, "norm": 0.08, "pool": 0.07, "eltwise": 0.15,
@@ -332,8 +333,16 @@ class ResizeParams:
     mode: str
 
 
+@dataclass(frozen=True)
+class RmsNormParams:
+    """A sampled RMSNorm (`sampled-rmsnorm`) over [1, rows, hidden]."""
+
+    rows: int
+    hidden: int
+
+
 BlockParams = (ConvParams | MatmulParams | AttentionParams | NormParams | PoolParams | EltwiseParams | IndexParams
-               | EinsumParams | RecurrentParams | ResizeParams)
+               | EinsumParams | RecurrentParams | ResizeParams | RmsNormParams)
 
 
 def block_values(sample: BlockParams) -> dict[str, Any]:
@@ -428,6 +437,11 @@ def _norm(d: Draw) -> NormParams:
     return NormParams(rows, hidden, int(d.cat("skip", ("0", "1"))))
 
 
+def _rmsnorm(d: Draw) -> RmsNormParams:
+    """Sized as the ranges' LayerNormalizations (rows, hidden)."""
+    return RmsNormParams(d.num("rows"), d.num("hidden"))
+
+
 def _pool(d: Draw) -> PoolParams:
     batch, channels, spatial, kernel, stride = (d.num(k) for k in ("batch", "channels", "spatial", "kernel", "stride"))
     kind = d.cat("kind", POOL_KINDS)  # the ranges have max, avg, global and window (an AveragePool over the plane)
@@ -498,4 +512,5 @@ def _einsum(d: Draw) -> EinsumParams:
 SAMPLERS: dict[str, Callable[[Draw], BlockParams]] = {
     "conv": _conv, "matmul": _matmul, "attention": _attention, "norm": _norm, "pool": _pool, "eltwise": _eltwise,
     "index": _index, "conv_nchw": _conv_nchw, "einsum": _einsum, "coverage": _coverage, "activation": _activation,
-    "recurrent": _recurrent, "upsample": _upsample}
+    "recurrent": _recurrent, "upsample": _upsample,
+    "rmsnorm": _rmsnorm}

@@ -85,6 +85,7 @@ MAIN_OPS: dict[str, frozenset[str]] = {
     "sampled-matmul": frozenset({"MatMul", "FusedMatMul", "Gemm", "FusedGemm"}),
     "sampled-attention": frozenset({"MatMul", "FusedMatMul"}),
     "sampled-norm": frozenset({"LayerNormalization", "SkipLayerNormalization"}),
+    "sampled-rmsnorm": frozenset({"SimplifiedLayerNormalization"}),
     "sampled-pool": frozenset({"MaxPool", "AveragePool", "GlobalAveragePool"}),
     "sampled-eltwise": frozenset(ELTWISE_OPS) | {"Resize", "Softmax", "QuickGelu", "Slice", "Pad", "Neg", "Expand",
                                                   "ReduceSum", "ReduceMax", "ReduceL2", "InstanceNormalization", "Cast"}
@@ -181,6 +182,21 @@ def build_norm(g: GraphBuilder, p: dict[str, Any]) -> None:
     if p["skip"]:
         x = g.add(x, g.input("residual", x.shape))
     g.output(g.layer_norm(x), "output")
+
+
+@register_family("sampled-rmsnorm", _dim("rows", "m", 128), _dim("hidden", "h", 256))
+def build_rmsnorm(g: GraphBuilder, p: dict[str, Any]) -> None:
+    """RMSNorm over [1, rows, hidden] as transformers' Llama-style models export it (weight * x / sqrt(mean(x^2) +
+    eps), between float casts): ORT fuses it into SimplifiedLayerNormalization, the norm of most decoder LLMs, which
+    the zoo never ran (the LayerNormalization forest put dev4's at twice their time)."""
+    x = g.input("input", (1, p["rows"], p["hidden"]))
+    x = g.op1("Cast", [x.name], x.shape, to=onnx.TensorProto.FLOAT)  # hidden_states.to(torch.float32)
+    mean = g.reduce_mean(g.binary("Pow", x, g.const(2.0)), [2], keepdims=True)
+    root = g.op1("Sqrt", [g.binary("Add", mean, g.const(1e-6)).name], mean.shape)
+    inv = g.binary("Div", g.const(1.0), root)  # torch.rsqrt as torch.onnx writes it
+    y = g.op1("Cast", [g.mul(x, inv).name], x.shape, to=onnx.TensorProto.FLOAT)
+    weight = g.initializer("rms_weight", (1.0 + g.rng.standard_normal(p["hidden"]) * 0.05).astype(np.float32))
+    g.output(g.binary("Mul", weight, y), "output")
 
 
 @register_family(
@@ -435,7 +451,7 @@ def block_flops(family: str, p: dict[str, Any]) -> float:
         return float((4.0 if family == "sampled-attention" else 2.0) * p["batch"] * p["m"] * p["k"] * p["n"])
     if family == "sampled-pool":
         return float(p["batch"] * p["channels"] * p["spatial"] ** 2 * (MEMORY_FLOPS + p["kernel"] ** 2))
-    if family in ("sampled-norm", "sampled-eltwise", "sampled-index"):
+    if family in ("sampled-norm", "sampled-rmsnorm", "sampled-eltwise", "sampled-index"):
         copies = INDEX_WINDOW if p.get("kind") == "window" else 1  # a window gather writes 9x its rows x width
         return float(p["rows"] * p.get("hidden", p.get("width", 1)) * copies) * MEMORY_FLOPS
     return _resize_or_recurrent_flops(family, p)
