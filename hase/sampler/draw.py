@@ -61,7 +61,7 @@ from hase.zoo.registry import ModelSpec, get_family
 SOURCES = {"conv": "conv", "matmul": "matmul", "attention": "batched_matmul", "norm": "norm", "pool": "pool",
            "eltwise": "eltwise", "index": "movement", "conv_nchw": "conv", "einsum": "batched_matmul",
            "coverage": "eltwise", "activation": "eltwise", "recurrent": "matmul", "upsample": "movement",
-           "rmsnorm": "norm"}
+           "rmsnorm": "norm", "conv1d": "conv"}
 #: sampler family -> the block family (`sampled-<name>`) that builds its samples, where the two differ
 BLOCKS = {"conv_nchw": "conv", "coverage": "eltwise", "activation": "eltwise", "upsample": "resize"}
 DEFAULT_SHARES = {"conv": 0.35, "matmul": 0.25, "attention": 0.1, "norm": 0.08, "pool": 0.07, "eltwise": 0.15,
@@ -84,6 +84,11 @@ RECURRENT_RANGES = {"seq": (4, 512), "batch": (1, 8), "input": (16, 1024), "hidd
 # and input side log-uniform over these
 UPSAMPLE_KINDS = (("nearest-floor", 2), ("nearest-floor", 4), ("nearest-floor", 8), ("linear", 2), ("linear", 4))
 UPSAMPLE_RANGES = {"channels": (8, 768), "side": (5, 80)}
+# 1-D convolutions as audio and time-series models write them (`conv1d`, in turn): depthwise k=7 (ConvNeXt-1D blocks
+# of codecs), dense k=3, pointwise, and strided downsampling (kernel 2 x stride, wav2vec2-style); channels and
+# length log-uniform over these (the ranges' convs are 2-D)
+CONV1D_KINDS = ("depthwise", "dense", "pointwise", "strided")
+CONV1D_RANGES = {"channels": (16, 1024), "length": (32, 48000)}
 # PoolFormer's token mixers (pool(x) - x, a 3x3 stride-1 AveragePool without the padding in the mean, then a Sub
 # over the whole activation) are stride-1 average pools in the ranges: this share of those is drawn as a mixer
 MIXER_SHARE = 0.5
@@ -334,6 +339,19 @@ class ResizeParams:
 
 
 @dataclass(frozen=True)
+class Conv1dParams:
+    """A sampled 1-D Conv (`sampled-conv1d`) over [batch, c_in, length]."""
+
+    batch: int
+    c_in: int
+    c_out: int
+    length: int
+    kernel: int
+    stride: int
+    groups: int
+
+
+@dataclass(frozen=True)
 class RmsNormParams:
     """A sampled RMSNorm (`sampled-rmsnorm`) over [1, rows, hidden]."""
 
@@ -342,7 +360,7 @@ class RmsNormParams:
 
 
 BlockParams = (ConvParams | MatmulParams | AttentionParams | NormParams | PoolParams | EltwiseParams | IndexParams
-               | EinsumParams | RecurrentParams | ResizeParams | RmsNormParams)
+               | EinsumParams | RecurrentParams | ResizeParams | RmsNormParams | Conv1dParams)
 
 
 def block_values(sample: BlockParams) -> dict[str, Any]:
@@ -499,6 +517,21 @@ def _upsample(d: Draw) -> ResizeParams:
     return ResizeParams(channels, side, side * factor, mode)
 
 
+def _conv1d(d: Draw) -> Conv1dParams:
+    """The kinds of `CONV1D_KINDS` in turn, channels rounded to 8 (as real widths are)."""
+    def channels() -> int:
+        return max(8, round(d.log_uniform(*CONV1D_RANGES["channels"]) / 8) * 8)
+
+    kind = CONV1D_KINDS[d.index % len(CONV1D_KINDS)]
+    c_in, length = channels(), d.log_uniform(*CONV1D_RANGES["length"])
+    if kind == "depthwise":
+        return Conv1dParams(1, c_in, c_in, length, 7, 1, c_in)
+    if kind == "strided":
+        stride = int(d.rng.choice((2, 4, 5)))
+        return Conv1dParams(1, c_in, channels(), length, 2 * stride, stride, 1)
+    return Conv1dParams(1, c_in, channels(), length, 3 if kind == "dense" else 1, 1, 1)
+
+
 def _index(d: Draw) -> IndexParams:
     """A Gather or ScatterND of each kind equally often, sized as the ranges' data movement."""
     return IndexParams(d.num("rows"), d.num("width"), str(d.rng.choice(INDEX_KINDS)))
@@ -513,4 +546,4 @@ SAMPLERS: dict[str, Callable[[Draw], BlockParams]] = {
     "conv": _conv, "matmul": _matmul, "attention": _attention, "norm": _norm, "pool": _pool, "eltwise": _eltwise,
     "index": _index, "conv_nchw": _conv_nchw, "einsum": _einsum, "coverage": _coverage, "activation": _activation,
     "recurrent": _recurrent, "upsample": _upsample,
-    "rmsnorm": _rmsnorm}
+    "rmsnorm": _rmsnorm, "conv1d": _conv1d}

@@ -72,6 +72,11 @@ CAST_OPS = {"CastF64F32": (onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT),
             "CastI64F32": (onnx.TensorProto.INT64, onnx.TensorProto.FLOAT),
             "CastF32I64": (onnx.TensorProto.FLOAT, onnx.TensorProto.INT64),
             "CastBoolF32": (onnx.TensorProto.BOOL, onnx.TensorProto.FLOAT)}
+# - listed only (zoo configs), built by `_coverage` like COVERAGE_OPS: reductions over the outer axis of [1, rows,
+#   width] (VibeVoice's ReduceMean over 32-128 channels of 6k-48k samples, ZoeDepth's ReduceSum over 64 maps of
+#   256x256: 10-30x their predictions from last-axis reductions), and GQA's repeat of key/value heads, an Expand of
+#   [1, rows, 1, width] to [1, rows, 2, width] (whole rows copied: 1/6 of what the Expands above put on it)
+LISTED_COVERAGE_OPS = ("ReduceMeanOuter", "ReduceSumOuter", "ExpandRepeat")
 TRANSPOSE_OPS = ("Transpose0213", "Transpose0231", "Transpose20341")
 SOFTMAX_OPS = ("SoftmaxAxis2", "SoftmaxAxis1")
 MOVEMENT_OPS = (*TRANSPOSE_OPS, *SOFTMAX_OPS, "ResizeNearest", "ResizeLinear", "ResizeCubic")
@@ -82,13 +87,15 @@ RESIZE_MAX_ELEMENTS = 1 << 19  # input elements of a sampled Resize (the 2x outp
 #: the op types of each block family's sampled kernel, as ORT names them at `all` (refine finds it by these)
 MAIN_OPS: dict[str, frozenset[str]] = {
     "sampled-conv": frozenset({"Conv", "FusedConv"}),
+    "sampled-conv1d": frozenset({"Conv", "FusedConv"}),
     "sampled-matmul": frozenset({"MatMul", "FusedMatMul", "Gemm", "FusedGemm"}),
     "sampled-attention": frozenset({"MatMul", "FusedMatMul"}),
     "sampled-norm": frozenset({"LayerNormalization", "SkipLayerNormalization"}),
     "sampled-rmsnorm": frozenset({"SimplifiedLayerNormalization"}),
     "sampled-pool": frozenset({"MaxPool", "AveragePool", "GlobalAveragePool"}),
     "sampled-eltwise": frozenset(ELTWISE_OPS) | {"Resize", "Softmax", "QuickGelu", "Slice", "Pad", "Neg", "Expand",
-                                                  "ReduceSum", "ReduceMax", "ReduceL2", "InstanceNormalization", "Cast"}
+                                                  "ReduceSum", "ReduceMax", "ReduceL2", "InstanceNormalization", "Cast",
+                                                  "ReduceMean"}
     | (frozenset(ACTIVATION_OPS) - {"SiLU"}),
     "sampled-resize": frozenset({"Resize"}),
     "sampled-index": frozenset({"Gather", "ScatterND"}),
@@ -174,6 +181,33 @@ def build_attention(g: GraphBuilder, p: dict[str, Any]) -> None:
     g.output(g.matmul(g.softmax(scores, -1), v), "output")
 
 
+def _check_conv1d(p: dict[str, Any]) -> None:
+    if p["c_in"] % p["groups"] or p["c_out"] % p["groups"]:
+        raise HaseError(f"sampled-conv1d: groups={p['groups']} must divide c_in={p['c_in']} and c_out={p['c_out']}")
+    if p["length"] + 2 * ((p["kernel"] - 1) // 2 if p["stride"] == 1 else 0) < p["kernel"]:
+        raise HaseError(f"sampled-conv1d: length={p['length']} is shorter than kernel={p['kernel']}")
+
+
+@register_family(
+    "sampled-conv1d", _dim("batch", "b", 1), _dim("c_in", "i", 64), _dim("c_out", "o", 64), _dim("length", "l", 1000),
+    Param("kernel", "k", 7, minimum=1, maximum=16), Param("stride", "s", 1, minimum=1, maximum=8),
+    _dim("groups", "g", 1), check=_check_conv1d,
+)
+def build_conv1d(g: GraphBuilder, p: dict[str, Any]) -> None:
+    """One 1-D Conv over [batch, c_in, length] with a bias, no activation (audio and time-series models: wav2vec2's
+    strided feature encoder, depthwise k=7 ConvNeXt-1D blocks of codecs and vocoders). ORT's NCHWc transformer
+    leaves 1-D convolutions in plain NCHW, and the 2-D samples put VibeVoice's depthwise ones at 4x their time."""
+    k, s, groups = p["kernel"], p["stride"], p["groups"]
+    pad = (k - 1) // 2 if s == 1 else 0
+    out_len = (p["length"] + 2 * pad - k) // s + 1
+    x = g.input("input", (p["batch"], p["c_in"], p["length"]))
+    bound = 1.0 / math.sqrt(p["c_in"] // groups * k)
+    w = g.uniform((p["c_out"], p["c_in"] // groups, k), -bound, bound)
+    b = g.uniform((p["c_out"],), -bound, bound)
+    g.output(g.op1("Conv", [x.name, w, b], (p["batch"], p["c_out"], out_len), kernel_shape=[k], strides=[s],
+                   pads=[pad, pad], group=groups), "output")
+
+
 @register_family("sampled-norm", _dim("rows", "m", 128), _dim("hidden", "h", 256),
                  Param("skip", "s", 1, choices=(0, 1)))
 def build_norm(g: GraphBuilder, p: dict[str, Any]) -> None:
@@ -225,7 +259,7 @@ def build_pool(g: GraphBuilder, p: dict[str, Any]) -> None:
 
 
 ELTWISE_BLOCK_OPS = tuple(dict.fromkeys(ELTWISE_OPS + MOVEMENT_OPS + COVERAGE_OPS + ACTIVATION_OPS + tuple(POW_OPS)
-                                        + tuple(CAST_OPS)))
+                                        + tuple(CAST_OPS) + LISTED_COVERAGE_OPS))
 
 
 @register_family("sampled-eltwise", _dim("rows", "m", 256), _dim("width", "w", 256),
@@ -238,7 +272,7 @@ def build_eltwise(g: GraphBuilder, p: dict[str, Any]) -> None:
     if op in MOVEMENT_OPS:
         g.output(_movement(g, op, p["rows"], p["width"]), "output")
         return
-    if op in COVERAGE_OPS:  # SiLU included, also one of ACTIVATION_OPS
+    if op in COVERAGE_OPS or op in LISTED_COVERAGE_OPS:  # SiLU included, also one of ACTIVATION_OPS
         g.output(_coverage(g, op, p["rows"], p["width"]), "output")
         return
     if op in CAST_OPS:
@@ -381,11 +415,14 @@ def build_index(g: GraphBuilder, p: dict[str, Any]) -> None:
 
 
 def _coverage(g: GraphBuilder, op: str, rows: int, width: int) -> Tensor:
-    """One of `COVERAGE_OPS` over [1, rows, width] (rows as channels or tokens, width as a plane or hidden size)."""
+    """One of `COVERAGE_OPS` or `LISTED_COVERAGE_OPS` over [1, rows, width] (rows as channels or tokens, width as a
+    plane or hidden size)."""
     shape = (1, rows, width)
-    if op in ("Expand", "ExpandLast"):
-        part = g.input("input", (1, 1, width) if op == "Expand" else (1, rows, 1))
-        return g.op1("Expand", [part.name, g.const(list(shape), np.int64)], shape)
+    expands = {"Expand": ((1, 1, width), shape), "ExpandLast": ((1, rows, 1), shape),
+               "ExpandRepeat": ((1, rows, 1, width), (1, rows, 2, width))}
+    if op in expands:
+        part, out = expands[op]
+        return g.op1("Expand", [g.input("input", part).name, g.const(list(out), np.int64)], out)
     if op == "TransposeWindow":  # rows as the tokens of a square map, width as channels
         win = 8 if rows >= 256 else 4
         n = max(1, math.isqrt(rows) // win)
@@ -410,6 +447,8 @@ def _coverage(g: GraphBuilder, op: str, rows: int, width: int) -> Tensor:
         "ReduceSumLast": ("ReduceSum", [[2]], (1, rows, 1), {"keepdims": 1}),
         "ReduceMaxLast": ("ReduceMax", [], (1, rows, 1), {"axes": [2], "keepdims": 1}),
         "ReduceL2Outer": ("ReduceL2", [], (1, 1, width), {"axes": [1], "keepdims": 1}),
+        "ReduceMeanOuter": ("ReduceMean", [], (1, 1, width), {"axes": [1], "keepdims": 1}),
+        "ReduceSumOuter": ("ReduceSum", [[1]], (1, 1, width), {"keepdims": 1}),
     }
     op_type, extra, out_shape, attrs = one[op]
     return g.op1(op_type, [x.name, *(g.const(v, np.int64) for v in extra)], out_shape, **attrs)
@@ -454,10 +493,13 @@ def block_flops(family: str, p: dict[str, Any]) -> float:
     if family in ("sampled-norm", "sampled-rmsnorm", "sampled-eltwise", "sampled-index"):
         copies = INDEX_WINDOW if p.get("kind") == "window" else 1  # a window gather writes 9x its rows x width
         return float(p["rows"] * p.get("hidden", p.get("width", 1)) * copies) * MEMORY_FLOPS
-    return _resize_or_recurrent_flops(family, p)
+    return _other_flops(family, p)
 
 
-def _resize_or_recurrent_flops(family: str, p: dict[str, Any]) -> float:
+def _other_flops(family: str, p: dict[str, Any]) -> float:
+    if family == "sampled-conv1d":
+        out_len = p["length"] // p["stride"]
+        return float(2.0 * p["batch"] * p["c_out"] * out_len * p["c_in"] // p["groups"] * p["kernel"])
     if family == "sampled-resize":
         return float(p["channels"] * (p["side"] ** 2 + p["out"] ** 2)) * MEMORY_FLOPS
     if family == "sampled-recurrent":

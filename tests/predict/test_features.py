@@ -241,3 +241,28 @@ def test_softmax_axis_position_and_pad_is_no_resize():
     pad = features.extract(spec("Pad", [((1, 8, 16, 8), False)], [(1, 8, 18, 8)], [("mode", "constant")]))
     cubic = features.extract(spec("Resize", [((1, 3, 240, 240), False)], [(1, 3, 224, 224)], [("mode", "cubic")]))
     assert pad["mode"] == -1 and cubic["mode"] == 2
+
+
+def test_resize_coordinates_and_orts_quick_nearest_2x():
+    """torch's 2x nearest upsampling (asymmetric, floor) takes ORT's row-copy path; 8x, or half-pixel, does not."""
+    def resize(out, coords, nearest="floor"):
+        return features.extract(spec("Resize", [((4, 24, 10, 10), False), ((4,), True)], [out],
+                                     [("mode", "nearest"), ("coordinate_transformation_mode", coords),
+                                      ("nearest_mode", nearest)]))
+    torch2x = resize((4, 24, 20, 20), "asymmetric")
+    assert (torch2x["coordinates"], torch2x["nearest_2x"], torch2x["mode"]) == (1, 1, 0)
+    assert resize((4, 24, 80, 80), "asymmetric")["nearest_2x"] == 0
+    half = resize((4, 24, 20, 20), "half_pixel", "round_prefer_floor")
+    assert (half["coordinates"], half["nearest_2x"]) == (0, 0)
+    gather = features.extract(spec("Gather", [((8, 4), False), ((2,), True)], [(2, 4)]))
+    assert (gather["coordinates"], gather["nearest_2x"]) == (-1, 0)
+
+
+def test_pow_general_from_the_exponent_the_signature_carries():
+    def pow_spec(exponent):
+        e = TensorSpec("e", (), "float32", True, exponent, exponent) if exponent is not None else \
+            TensorSpec("e", (), "float32", True)
+        return KernelSpec("p", "Pow", "", (), (TensorSpec("x", (4, 8), "float32"), e),
+                          (TensorSpec("y", (4, 8), "float32"),))
+    assert [features.extract(pow_spec(e))["pow_general"] for e in (2.0, 3.0, 0.5, -1.0, None)] == [0, 0, 1, 1, 1]
+    assert features.extract(spec("Mul", [((4, 8), False), ((4, 8), False)], [(4, 8)]))["pow_general"] == -1

@@ -143,18 +143,20 @@ def test_new_shares_with_kernels_raised_keep_the_other_families_samples():
 
 
 def test_the_small_zoo_keeps_its_earlier_blocks_and_draws_8_or_more_of_each_coverage_activation_and_cell():
-    """configs/zoo_small.toml went from 312 to 636 kernels with `coverage` (0.4: 12 ops in turn), `activation`
-    (0.65: 19 ops in turn), `recurrent` (0.1: LSTM and GRU in turn), `upsample` and `rmsnorm` (0.1 each): a store
-    collected before measures only the new blocks, and each op gets the 8 kernels a forest of its own needs."""
+    """configs/zoo_small.toml went from 312 to 660 kernels with `coverage` (0.4: 12 ops in turn), `activation`
+    (0.65: 19 ops in turn), `recurrent` (0.1: LSTM and GRU in turn), `upsample`, `rmsnorm` and `conv1d` (0.1 each):
+    a store collected before measures only the new blocks, and each op gets the 8 kernels a forest of its own
+    needs."""
     cfg = zoo_sampler(read_zoo(CONFIGS / "zoo_small.toml"))
     assert cfg is not None
-    new_families = ("coverage", "activation", "recurrent", "upsample", "rmsnorm")
+    new_families = ("coverage", "activation", "recurrent", "upsample", "rmsnorm", "conv1d")
     before = dataclasses.replace(cfg, kernels=312,
                                  shares={k: v for k, v in cfg.shares.items() if k not in new_families})
     old, new = {s.name for s in sample_specs(before)}, sample_specs(cfg)
     added = [s.kwargs() for s in new if s.name not in old]
     counts = family_counts(cfg)
-    assert old < {s.name for s in new} and len(added) == sum(counts[f] for f in new_families) == 96 + 156 + 24 + 24 + 24
+    assert old < {s.name for s in new}
+    assert len(added) == sum(counts[f] for f in new_families) == 96 + 156 + 24 * 4
     ops = Counter(p["op"] for p in added if "op" in p)
     assert set(ops) == set(COVERAGE_OPS) | set(ACTIVATION_OPS) and min(ops.values()) >= 8
     cells = Counter((p["cell"], p["dirs"]) for p in added if "cell" in p)
@@ -162,6 +164,8 @@ def test_the_small_zoo_keeps_its_earlier_blocks_and_draws_8_or_more_of_each_cove
     assert cells[("lstm", 2)] + cells[("gru", 2)] > 0
     ups = Counter((p["mode"], p["out"] // p["side"]) for p in added if "mode" in p)
     assert set(ups) == set(UPSAMPLE_KINDS) and min(ups.values()) >= 4
+    convs = [p for p in added if "length" in p]
+    assert sum(p["groups"] == p["c_in"] > 1 for p in convs) >= 6 and sum(p["stride"] > 1 for p in convs) >= 6
 
 
 def test_nchw_convs_have_channels_off_a_multiple_of_8_and_index_and_einsum_blocks_every_kind():

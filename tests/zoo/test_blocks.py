@@ -203,3 +203,58 @@ def test_einsum_block_stays_one_einsum_as_written(eq, shapes, out):
     (k,) = _kernels("sampled-einsum", batch=2, m=32, k=16, n=24, eq=eq)
     assert k.op_type == "Einsum" and [t.shape for t in k.inputs] == shapes and k.outputs[0].shape == out
     assert block_flops("sampled-einsum", {"batch": 2, "m": 32, "k": 16, "n": 24}) == 2 * 2 * 32 * 16 * 24
+
+
+def test_nearest_floor_resize_is_torch_nearest_upsampling_with_scales():
+    (rs,) = _main("sampled-resize", _kernels("sampled-resize", channels=8, side=10, out=40, mode="nearest-floor"))
+    attrs = dict(rs.attrs)
+    assert (attrs["mode"], attrs["coordinate_transformation_mode"], attrs["nearest_mode"]) == \
+        ("nearest", "asymmetric", "floor")
+    assert rs.inputs[2].shape == (4,) and rs.outputs[0].shape == (1, 8, 40, 40)  # scales, not sizes
+    with pytest.raises(HaseError, match="whole factor"):
+        zoo.get_family("sampled-resize").spec({"channels": 8, "side": 10, "out": 35, "mode": "nearest-floor"})
+
+
+def test_rmsnorm_block_is_fused_into_one_simplified_layer_norm():
+    kernels = _kernels("sampled-rmsnorm", rows=16, hidden=64)
+    assert [k.op_type for k in kernels] == ["SimplifiedLayerNormalization"]
+    assert kernels[0].outputs[0].shape == (1, 16, 64)
+
+
+@pytest.mark.parametrize(("op", "dtypes"), [("CastF64F32", ("float64", "float32")),
+                                             ("CastBoolF32", ("bool", "float32")),
+                                             ("CastF32I64", ("float32", "int64"))])
+def test_cast_blocks_convert_between_their_dtypes(op, dtypes):
+    (cast,) = [k for k in _kernels("sampled-eltwise", rows=4, width=8, op=op) if k.op_type == "Cast"]
+    assert (cast.inputs[0].dtype, cast.outputs[0].dtype) == dtypes
+
+
+def test_pow_blocks_carry_their_exponent_in_the_signature():
+    kernels = {op: _main("sampled-eltwise", _kernels("sampled-eltwise", rows=4, width=8, op=op))[0]
+               for op in ("Pow", "PowInv")}
+    assert (kernels["Pow"].inputs[1].low, kernels["PowInv"].inputs[1].high) == (2.0, -1.0)
+    assert kernels["Pow"].kernel_id != kernels["PowInv"].kernel_id  # same shapes, another kernel
+
+
+@pytest.mark.parametrize("eq", ["local-qk", "local-av"])
+def test_local_attention_einsums_keep_heads_in_place(eq):
+    (es,) = _main("sampled-einsum", _kernels("sampled-einsum", batch=2, m=4, k=8, n=6, eq=eq))
+    assert dict(es.attrs)["equation"].startswith("...")
+    assert es.outputs[0].shape == ((1, 2, 8, 4, 6) if eq == "local-qk" else (1, 2, 4, 8, 8))
+
+
+@pytest.mark.parametrize(("params", "out"), [
+    ({"c_in": 16, "c_out": 16, "groups": 16, "length": 100, "kernel": 7}, (1, 16, 100)),  # depthwise, same length
+    ({"c_in": 1, "c_out": 32, "length": 400, "kernel": 10, "stride": 5}, (1, 32, 79)),  # wav2vec2's first conv
+])
+def test_conv1d_block_stays_a_plain_nchw_conv(params, out):
+    (conv,) = _main("sampled-conv1d", _kernels("sampled-conv1d", **params))
+    assert conv.domain == "" and conv.outputs[0].shape == out and len(dict(conv.attrs)["kernel_shape"]) == 1
+
+
+@pytest.mark.parametrize(("op", "reduced", "out"), [("ReduceMeanOuter", "ReduceMean", (1, 1, 40)),
+                                                    ("ReduceSumOuter", "ReduceSum", (1, 1, 40)),
+                                                    ("ExpandRepeat", "Expand", (1, 6, 2, 40))])
+def test_listed_coverage_ops_reduce_the_outer_axis_or_repeat_heads(op, reduced, out):
+    (k,) = _kernels("sampled-eltwise", rows=6, width=40, op=op)
+    assert (k.op_type, k.outputs[0].shape) == (reduced, out)
