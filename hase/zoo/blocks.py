@@ -63,7 +63,8 @@ ACTIVATION_OPS = ("Softplus", "Elu", "Selu", "Softsign", "LeakyRelu", "HardSigmo
                   "Reciprocal", "Abs", "Sign", "Round", "Floor", "Sin", "Cos", "Pow", "Max", "SiLU")
 # - Pow by other exponents than 2 (`POW_OPS`, listed in the zoo configs): ORT multiplies for 2 and 3 and calls
 #   std::pow for any other value, 12x the time per element (YOSO's Pow over [4, 512, 512], 3.3 ms in-model, was
-#   predicted 0.27 ms from squares); the exponent is in the kernel's signature (`hase.kernels.split.VALUE_OPS`)
+#   predicted 0.27 ms from squares); the exponent is in the kernel's signature (`hase.kernels.split.VALUE_OPS`).
+#   std::pow takes twice as long on a negative base, so the others raise |x|, as real graphs' x^0.5 and x^-1 do
 POW_OPS = {"PowCube": 3.0, "PowHalf": 0.5, "PowInv": -1.0, "PowFrac": 1.5}
 # - Cast between the dtypes real exports convert (`CAST_OPS`: source and target; listed in the zoo configs): the
 #   zoo's Casts were all 4-byte, and I-BERT's float64 -> float32 Casts were predicted 11x their 0.05 ms
@@ -281,7 +282,8 @@ def build_eltwise(g: GraphBuilder, p: dict[str, Any]) -> None:
         return
     x = g.input("input", shape)
     if op in POW_OPS:
-        y = g.op1("Pow", [x.name, g.const(POW_OPS[op])], shape)
+        base = x if float(POW_OPS[op]).is_integer() and POW_OPS[op] > 0 else g.op1("Abs", [x.name], shape)
+        y = g.op1("Pow", [base.name, g.const(POW_OPS[op])], shape)
     elif op in ("Add", "Mul", "Sub", "Div", "Concat", "Max"):
         other = g.input("other", shape)
         y = g.concat([x, other], axis=-1) if op == "Concat" else g.binary(op, x, other)

@@ -266,3 +266,15 @@ def test_pow_general_from_the_exponent_the_signature_carries():
                           (TensorSpec("y", (4, 8), "float32"),))
     assert [features.extract(pow_spec(e))["pow_general"] for e in (2.0, 3.0, 0.5, -1.0, None)] == [0, 0, 1, 1, 1]
     assert features.extract(spec("Mul", [((4, 8), False), ((4, 8), False)], [(4, 8)]))["pow_general"] == -1
+
+
+def test_general_pows_and_nearest_resizes_have_predictors_of_their_own():
+    """ORT runs them as other kernels: std::pow (12x a square's time per element), a copy (not an interpolation)."""
+    def pow_spec(exponent):
+        e = TensorSpec("e", (), "float32", True, exponent, exponent)
+        return KernelSpec("p", "Pow", "", (), (TensorSpec("x", (4, 8), "float32"), e),
+                          (TensorSpec("y", (4, 8), "float32"),))
+    assert [features.kernel_key(pow_spec(e)) for e in (2.0, 0.5)] == ["Pow", "Pow/general"]
+    nearest = spec("Resize", [((1, 3, 8, 8), False)], [(1, 3, 16, 16)], [("mode", "nearest")])
+    linear = spec("Resize", [((1, 3, 8, 8), False)], [(1, 3, 16, 16)], [("mode", "linear")])
+    assert (features.kernel_key(nearest), features.kernel_key(linear)) == ("Resize/nearest", "Resize")

@@ -55,7 +55,13 @@ def pow_general(spec: KernelSpec) -> float:
     return float(not (known and e is not None and e.low in FAST_EXPONENTS))
 
 
-@feature_family("elementwise", UNARY_OPS + BINARY_OPS, ELEMENTWISE_COLUMNS)
+def _variant(spec: KernelSpec) -> str:
+    """'general' for a Pow that takes ORT's std::pow path (its own predictor: 12x the time per element of a square,
+    which a forest choosing among 4 of 17 features per split mixed with the squares), '' for the rest."""
+    return "general" if pow_general(spec) == 1 else ""
+
+
+@feature_family("elementwise", UNARY_OPS + BINARY_OPS, ELEMENTWISE_COLUMNS, variant=_variant)
 def elementwise_features(spec: KernelSpec) -> dict[str, float]:
     """Element-wise ops: output size, operand sizes and the broadcast pattern that decides the loop shape."""
     ins = data_inputs(spec)
