@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from hase.errors import HaseError
+from hase.predict import residency
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +35,11 @@ FITTERS = ("none", "ols", "relative", "huber")
 CANDIDATES = (("raw", "none"), ("scale", "ols"), ("scale", "relative"), ("scale", "huber"),
               ("per_kernel", "ols"), ("per_kernel", "relative"), ("per_kernel", "huber"),
               ("size", "ols"), ("size", "relative"), ("size", "huber"))
-COEFFICIENTS = ("alpha", "beta", "gamma", "delta", "sum_lo_ms", "sum_hi_ms", "kappa")
-# absent from manifests written before the size form (delta, sum bounds) and weight streaming (kappa)
-OPTIONAL = {"delta": 0.0, "sum_lo_ms": 1.0, "sum_hi_ms": 1.0, "kappa": 0.0}
+COEFFICIENTS = ("alpha", "beta", "gamma", "delta", "sum_lo_ms", "sum_hi_ms", "kappa", "stream_power")
+# absent from manifests written before the size form (delta, sum bounds) and weight streaming (kappa, and its
+# power: a smooth maximum before it was fitted)
+OPTIONAL = {"delta": 0.0, "sum_lo_ms": 1.0, "sum_hi_ms": 1.0, "kappa": 0.0, "stream_power": 2.0}
+STREAMING_KEYS = ("kappa", "stream_power")
 MIN_SHARE = 0.05  # the least share of a kernel sum a calibration leaves: only a model far below the fitted sizes
 # reaches it (standalone `warm` sums overshoot a model up to 13x, so a larger share would cut real predictions)
 
@@ -45,7 +48,8 @@ MIN_SHARE = 0.05  # the least share of a kernel sum a calibration leaves: only a
 class Calibration:
     """latency = (alpha + delta * ln clip(sum, sum_lo_ms, sum_hi_ms)) * sum + gamma * n_kernels + beta (delta is 0
     but for the `size` form, gamma 0 for `scale`, all trivial for `raw`); the sum is of kernel predictions with
-    their weight streaming, kappa (`hase.predict.residency`; 0: none), which `compose` applies."""
+    their weight streaming, kappa and stream_power (`hase.predict.residency`; kappa 0: none), which `compose`
+    applies."""
 
     form: str = "raw"
     fitter: str = "none"
@@ -56,6 +60,12 @@ class Calibration:
     sum_lo_ms: float = 1.0
     sum_hi_ms: float = 1.0
     kappa: float = 0.0
+    stream_power: float = 2.0
+
+    @property
+    def streaming(self) -> residency.Streaming:
+        """The weight streaming this calibration was fitted with."""
+        return residency.Streaming(self.kappa, self.stream_power)
 
     @property
     def name(self) -> str:
@@ -71,10 +81,11 @@ class Calibration:
 
     def to_dict(self) -> dict[str, Any]:
         """The form, fitter and coefficients as a plain dict (for the manifest); the size form's own keys only for
-        it and kappa only when set, so a manifest written before either reads and writes back unchanged."""
+        it and the streaming keys only when kappa is set, so a manifest written before either reads and writes back
+        unchanged."""
         d = dataclasses.asdict(self)
-        return {k: v for k, v in d.items() if k not in OPTIONAL or (self.form == "size" and k != "kappa")
-                or (k == "kappa" and v)}
+        return {k: v for k, v in d.items() if k not in OPTIONAL or (self.form == "size" and k not in STREAMING_KEYS)
+                or (k in STREAMING_KEYS and self.kappa)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "calibration") -> Calibration:
@@ -92,7 +103,7 @@ class Calibration:
         if self.delta:
             text += f", δ={self.delta:.4f} per ln(Σ/ms) for Σ in {self.sum_lo_ms:.3g}–{self.sum_hi_ms:.3g} ms"
         if self.kappa:
-            text += f", κ={self.kappa:.1f} (weights streamed from memory)"
+            text += f", {self.streaming.describe()} (weights streamed from memory)"
         return text
 
     def scaled(self, c: float) -> Calibration:

@@ -68,8 +68,8 @@ def unique_kernel_predictions(data: dataset.DeviceData, predictor: KernelPredict
 
 
 def model_predictions(data: dataset.DeviceData, predictor: KernelPredictor, model_ids: Iterable[str],
-                      n_draws: int = 64, kappa: float = 0.0) -> pd.DataFrame:
-    """Per model: predicted kernel sum and the p10/p90 of its per-tree sums (index model_id); with `kappa`, each
+                      n_draws: int = 64, streaming: residency.Streaming = residency.NO_STREAMING) -> pd.DataFrame:
+    """Per model: predicted kernel sum and the p10/p90 of its per-tree sums (index model_id); with `streaming`, each
     node with its weight streaming (`hase.predict.residency`), as `compose` predicts a model."""
     nodes = data.nodes[data.nodes[dataset.MODEL_ID].isin(set(model_ids))]
     frame, draws = unique_kernel_predictions(data, predictor, nodes[dataset.KERNEL_ID], n_draws)
@@ -80,10 +80,10 @@ def model_predictions(data: dataset.DeviceData, predictor: KernelPredictor, mode
     for mid, rows in nodes.groupby(dataset.MODEL_ID).indices.items():
         p = pos[rows]
         node_pred, node_draws = pred[p], draws[p]
-        if kappa and data.peaks is not None:
+        if streaming.kappa and data.peaks is not None:
             stream = residency.stream_ms([data.specs[k] for k in kernel_ids[rows]], data.peaks)
-            node_pred = residency.with_streaming(node_pred, stream, kappa)
-            node_draws = residency.with_streaming(node_draws, stream[:, None], kappa)
+            node_pred = streaming.apply(node_pred, stream)
+            node_draws = streaming.apply(node_draws, stream[:, None])
         sums = node_draws.sum(axis=0)
         out[mid] = (node_pred.sum(), *np.percentile(sums, [10, 90]))
     return pd.DataFrame.from_dict(out, orient="index", columns=[SUM_PRED_MS, SUM_LOW_MS, SUM_HIGH_MS])
@@ -130,9 +130,9 @@ def tag(frame: pd.DataFrame, values: dict[str, str | float]) -> pd.DataFrame:
 
 def fold_frames(data: dataset.DeviceData, target: str, held: str, make: MakePredictor,
                 calibrate_on: str = "measured", busy: BusyPolicy = KEEP,
-                kappa: float = 0.0) -> tuple[pd.DataFrame, pd.DataFrame]:
+                streaming: residency.Streaming = residency.NO_STREAMING) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One fold: train without family `held`; model rows (per calibration candidate, the held-out models' nodes
-    with their weight streaming at `kappa`) and unseen-kernel rows."""
+    with their weight `streaming`) and unseen-kernel rows."""
     models = data.models
     train_ids = list(models.loc[models[dataset.FAMILY] != held, dataset.MODEL_ID])
     test = models[models[dataset.FAMILY] == held].set_index(dataset.MODEL_ID)
@@ -142,7 +142,7 @@ def fold_frames(data: dataset.DeviceData, target: str, held: str, make: MakePred
     train = models.set_index(dataset.MODEL_ID).loc[cal_ids]
     weight = model_weights(data, busy, cal_ids)
     part = test[[dataset.FAMILY, dataset.MEASURED_MS, dataset.N_KERNELS]].join(
-        model_predictions(data, predictor, test.index, kappa=kappa))
+        model_predictions(data, predictor, test.index, streaming=streaming))
     rows = [calibrated_rows(part,
                             fit_calibration(fit_sums, train[dataset.N_KERNELS], train[dataset.MEASURED_MS], form,
                                             fitter,
@@ -168,14 +168,15 @@ def unseen_kernels(data: dataset.DeviceData, target: str, predictor: KernelPredi
 
 def leave_family_out(data: dataset.DeviceData, target: str, make: MakePredictor, calibrate_on: str = "measured",
                      progress: Progress | None = None, busy: BusyPolicy = KEEP,
-                     kappa: float = 0.0) -> tuple[pd.DataFrame, pd.DataFrame]:
+                     streaming: residency.Streaming = residency.NO_STREAMING) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every family held out in turn: (model rows for every calibration candidate, unseen-kernel rows)."""
     models, kernels = [], []
     families = scored_families(data)
     for i, fam in enumerate(families, 1):
         if progress:
-            progress(f"{target}: holding out {fam} (fold {i}/{len(families)})" + (f", κ={kappa:.1f}" if kappa else ""))
-        m, k = fold_frames(data, target, fam, make, calibrate_on, busy, kappa)
+            progress(f"{target}: holding out {fam} (fold {i}/{len(families)})"
+                     + (f", {streaming.describe()}" if streaming.kappa else ""))
+        m, k = fold_frames(data, target, fam, make, calibrate_on, busy, streaming)
         models.append(m)
         kernels.append(k)
     return pd.concat(models, ignore_index=True), pd.concat([k for k in kernels if len(k)], ignore_index=True)
@@ -185,19 +186,19 @@ def in_sample(data: dataset.DeviceData, target: str, predictor: KernelPredictor,
               calibration: Calibration) -> pd.DataFrame:
     """Model rows of the final predictor on its own training models (split `train`)."""
     ids = scored_ids(data, data.models[dataset.MODEL_ID])
-    preds = model_predictions(data, predictor, ids, kappa=calibration.kappa)
+    preds = model_predictions(data, predictor, ids, streaming=calibration.streaming)
     part = data.models.set_index(dataset.MODEL_ID).loc[ids,
                                                        [dataset.FAMILY, dataset.MEASURED_MS,
                                                         dataset.N_KERNELS]].join(preds)
     return tag(calibrated_rows(part, calibration).reset_index(), {TARGET: target, SPLIT: TRAIN, FOLD: ""})
 
 
-def held_out_kappa(data: dataset.DeviceData, kernels: pd.DataFrame) -> float:
-    """The weight-streaming kappa (`hase.predict.residency.fit_kappa`) of a target's unseen-kernel rows: each held-out
+def held_out_streaming(data: dataset.DeviceData, kernels: pd.DataFrame) -> residency.Streaming:
+    """The weight streaming (`hase.predict.residency.fit_streaming`) of a target's unseen-kernel rows: each held-out
     kernel's prediction against its measured time, its streaming time the mean over its nodes in the models of
-    the family held out (0 where the store has no host peaks)."""
+    the family held out (none where the store has no host peaks)."""
     if data.peaks is None or kernels.empty:
-        return 0.0
+        return residency.NO_STREAMING
     nodes = data.nodes[[dataset.MODEL_ID, dataset.KERNEL_ID]].copy()
     nodes[FOLD] = nodes[dataset.MODEL_ID].map(data.models.set_index(dataset.MODEL_ID)[dataset.FAMILY])
     nodes = nodes[nodes[FOLD].isin(set(kernels[FOLD]))]
@@ -208,7 +209,7 @@ def held_out_kappa(data: dataset.DeviceData, kernels: pd.DataFrame) -> float:
                                                               data.peaks)))
     per_kernel = pd.concat(streams).groupby([FOLD, dataset.KERNEL_ID])["stream"].mean()
     stream = per_kernel.reindex(pd.MultiIndex.from_frame(kernels[[FOLD, dataset.KERNEL_ID]])).fillna(0.0)
-    return residency.fit_kappa(kernels[PRED_MS], kernels[Y_MS], stream.to_numpy())
+    return residency.fit_streaming(kernels[PRED_MS], kernels[Y_MS], stream.to_numpy())
 
 
 def candidate_scores(cv_models: pd.DataFrame) -> pd.DataFrame:

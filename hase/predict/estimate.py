@@ -177,8 +177,8 @@ def compose(specs: Sequence[KernelSpec], predictor: KernelPredictor, calibration
     peaks = predictor.host_peaks()
     if calibration.kappa and peaks is not None:
         stream = residency.stream_ms(specs, peaks)
-        per_node = residency.with_streaming(per_node, stream, calibration.kappa)
-        node_draws = residency.with_streaming(node_draws, stream[:, None], calibration.kappa)
+        per_node = calibration.streaming.apply(per_node, stream)
+        node_draws = calibration.streaming.apply(node_draws, stream[:, None])
     total = float(per_node.sum())
     sums = node_draws.sum(axis=0)
     n = len(specs)

@@ -22,7 +22,7 @@ import pandas as pd
 from hase.errors import HaseError
 from hase.files import load_toml
 from hase.measure.types import HostPeaks
-from hase.predict import crossval, dataset, provenance, trust
+from hase.predict import crossval, dataset, provenance, residency, trust
 from hase.predict.baselines import baseline_lofo, baseline_scores
 from hase.predict.bundle import (
     BASELINES_CSV,
@@ -201,7 +201,7 @@ def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device
     if len(crossval.scored_families(data)) < 2:
         raise HaseError(f"the store has one model family ({data.families}): leave-family-out evaluation needs two "
                         f"or more; collect more of the zoo with `make collect`")
-    held, kernels, kappa = _cross_validate(data, cfg, progress)
+    held, kernels, streaming = _cross_validate(data, cfg, progress)
     scores = crossval.candidate_scores(held)
     chosen_on, choice = _choice_set(data, cfg, held[held[crossval.CALIBRATION].map(_form).isin(
         cfg.calibration_forms)])
@@ -213,7 +213,7 @@ def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device
             progress(f"{target}: final forests on all families")
         pred, cal, fit_data = _final(data, target, cfg, str(best.loc[target, crossval.CALIBRATION]))
         if target == "span":
-            cal = dataclasses.replace(cal, kappa=kappa)
+            cal = dataclasses.replace(cal, kappa=streaming.kappa, stream_power=streaming.power)
         counts[target] = trust.training_rows(data, target, cfg.busy_policy())[2]
         finals[target] = pred
         train_rows.append(crossval.in_sample(data, target, pred, cal))
@@ -236,25 +236,25 @@ def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device
 
 
 def _cross_validate(data: dataset.DeviceData, cfg: TrainConfig,
-                    progress: crossval.Progress | None) -> tuple[pd.DataFrame, pd.DataFrame, float]:
+                    progress: crossval.Progress | None) -> tuple[pd.DataFrame, pd.DataFrame, residency.Streaming]:
     """Leave-family-out model rows and unseen-kernel rows of every target, each concatenated, and the span
-    target's weight-streaming kappa (`hase.predict.residency`): fitted on the span's unseen kernels, then the span
-    folds run again with it, so the held-out figures are those of the predictor as it predicts (0: none)."""
-    models, kernels, kappa = [], [], 0.0
+    target's weight streaming (`hase.predict.residency`): fitted on the span's unseen kernels, then the span
+    folds run again with it, so the held-out figures are those of the predictor as it predicts (none: kappa 0)."""
+    models, kernels, streaming = [], [], residency.NO_STREAMING
     for target in cfg.targets:
         def make(t: str = target) -> KernelPredictor:
             return cfg.predictor(True, data.peaks, t)
 
         m, k = crossval.leave_family_out(data, target, make, cfg.calibrate_on, progress, cfg.busy_policy())
         if target == "span" and cfg.weight_streaming:
-            kappa = crossval.held_out_kappa(data, k)
-            if kappa:
+            streaming = crossval.held_out_streaming(data, k)
+            if streaming.kappa:
                 m, _ = crossval.leave_family_out(data, target, make, cfg.calibrate_on, progress, cfg.busy_policy(),
-                                                 kappa)
+                                                 streaming)
         models.append(m)
         kernels.append(k)
     return (pd.concat(models, ignore_index=True), pd.concat([k for k in kernels if len(k)], ignore_index=True),
-            kappa)
+            streaming)
 
 
 def _final(data: dataset.DeviceData, target: str, cfg: TrainConfig,

@@ -50,14 +50,17 @@ def test_weights_of_a_model_over_the_caches_stream_at_dram_bandwidth():
     assert stream[0] == stream[2] == pytest.approx(share * 16 * MB / 2e10 * 1e3)
 
 
-def test_streaming_is_a_smooth_maximum_and_kappa_is_recovered_from_held_out_kernels():
+@pytest.mark.parametrize("power", [1.0, 2.0])
+def test_streaming_adds_or_is_a_smooth_maximum_and_both_are_recovered_from_held_out_kernels(power):
     assert np.array_equal(residency.with_streaming([1.0, 2.0], [5.0, 5.0], 0.0), [1.0, 2.0])
     assert residency.with_streaming([3.0], [2.0], 2.0) == pytest.approx([5.0])  # hypot(3, 2 x 2)
+    assert residency.with_streaming([3.0], [2.0], 2.0, 1.0) == pytest.approx([7.0])  # 3 + 2 x 2
     rng = np.random.default_rng(0)
     pred, stream = rng.uniform(0.1, 2.0, 300), rng.uniform(0.0, 1.0, 300)
-    measured = residency.with_streaming(pred, stream, 2.5) * np.exp(rng.normal(0, 0.02, 300))
-    assert residency.fit_kappa(pred, measured, stream) == pytest.approx(2.5, abs=0.2)
-    assert residency.fit_kappa(pred, measured, np.zeros(300)) == 0.0  # nothing streams: nothing to fit
+    measured = residency.with_streaming(pred, stream, 2.5, power) * np.exp(rng.normal(0, 0.02, 300))
+    fitted = residency.fit_streaming(pred, measured, stream)
+    assert fitted.power == power and fitted.kappa == pytest.approx(2.5, abs=0.2)
+    assert residency.fit_streaming(pred, measured, np.zeros(300)) == residency.NO_STREAMING  # nothing streams
 
 
 def test_compose_adds_each_node_its_streaming_with_the_calibrations_kappa(tiny_root: Path):
@@ -76,6 +79,11 @@ def test_compose_adds_each_node_its_streaming_with_the_calibrations_kappa(tiny_r
     assert streamed.pred_ms[1] == pytest.approx(plain.pred_ms[1]) and streamed.sum_ms > plain.sum_ms
     assert cal.to_dict()["kappa"] == 2.0 and "kappa" not in Calibration().to_dict()  # old manifests: unchanged
     assert Calibration.from_dict(cal.to_dict()) == cal and "κ=2.0" in cal.describe()
+    added = Calibration(kappa=2.0, stream_power=1.0)
+    assert compose(specs, pred, added, n_draws=8).pred_ms[0] == pytest.approx(plain.pred_ms[0] + 2.0 * stream[0])
+    assert Calibration.from_dict(added.to_dict()) == added and "added" in added.describe()
+    before = {k: v for k, v in cal.to_dict().items() if k != "stream_power"}  # a manifest from before the power
+    assert Calibration.from_dict(before).streaming == residency.Streaming(2.0, 2.0)
 
 
 def test_training_fits_no_kappa_where_every_model_fits_in_cache_and_checks_the_switch(tiny_root: Path,
@@ -92,7 +100,7 @@ def test_training_fits_no_kappa_where_every_model_fits_in_cache_and_checks_the_s
     assert all(t.calibration.calibration.kappa == 0.0 for t in targets.values())
     kernels = crossval.leave_family_out(data, "span", lambda: load_train_config(tiny_root / "tiny.toml").predictor(
         True, data.peaks, "span"))[1]
-    assert len(kernels) and crossval.held_out_kappa(data, kernels) == 0.0
+    assert len(kernels) and crossval.held_out_streaming(data, kernels) == residency.NO_STREAMING
     bad = tmp_path / "bad.toml"
     bad.write_text((tiny_root / "tiny.toml").read_text().replace("[training]", "[training]\nweight_streaming = 1", 1))
     with pytest.raises(HaseError, match="weight_streaming"):
