@@ -33,9 +33,11 @@ def test_refresh_rewrites_stale_pow_signatures_and_keeps_ids_and_rows(tmp_path, 
         coll.collect([coll.ModelSource("pow", "user", Path("pow.onnx"))], coll.load_collect_config(cfg_path), store)
         (kid,) = [r[0] for r in store.conn.execute("SELECT kernel_id FROM kernels WHERE op_type = 'Pow'")]
         assert _exponent(store, kid) == (-1.0, -1.0)
-        stale = json.loads(store.conn.execute("SELECT signature_json FROM kernels").fetchone()[0])
+        stale = json.loads(store.conn.execute("SELECT signature_json FROM kernels WHERE kernel_id = ?",
+                                              (kid,)).fetchone()[0])
         stale["inputs"][1]["low"], stale["inputs"][1]["high"] = -1.0, 1.0  # as collected before the exponent
-        store.conn.execute("UPDATE kernels SET signature_json = ?", (json.dumps(stale, sort_keys=True),))
+        store.conn.execute("UPDATE kernels SET signature_json = ? WHERE kernel_id = ?",
+                           (json.dumps(stale, sort_keys=True), kid))
         rows = len(store.table("kernel_measurements"))
         report = refresh_signatures(store, ["Pow"])
         assert (report.kernels, report.models, report.missing) == (1, 1, ())
