@@ -104,7 +104,7 @@ devset:
 # - devset2: 72 models of families the first lacks, split into check/ and a frozen heldout/ (about 11 min, 5.4 GB);
 # - devset3, devset4, devset5, devset6: 36 models each of families none of the earlier sets has, ALL held out: never
 #   tune on one or look at its per-model errors; score it once per shipped predictor (about 5 min, ~3 GB each, 2 cores).
-#   devset3, devset4 and devset5 are spent (scored, then looked at); devset6 is the fresh one.
+#   devset3 to devset5 are spent (scored, then looked at); devset6 was scored once on 2026-11-27 (spent too).
 DEVSET2 ?= models/dev2
 DEVSET3 ?= models/dev3
 DEVSET4 ?= models/dev4

@@ -61,6 +61,23 @@ def f32(name: str, *shape: int) -> tuple:
     return ((name, tuple(shape), "f32", None),)
 
 
+def ids(name: str, hi: int, *shape: int) -> tuple:
+    """An integer input of token ids below `hi`."""
+    return ((name, tuple(shape), "ids", hi),)
+
+
+def ones(name: str, *shape: int) -> tuple:
+    """An all-ones attention mask input."""
+    return ((name, tuple(shape), "mask", None),)
+
+
+def dec_spec(name: str, family: str, model: str, config: str, kw: dict, b: int, s: int, vocab: int = 16000,
+             kind: str = "decoder") -> Spec:
+    """A decoder-only language model without KV cache (or, kind="text", a bidirectional encoder of the same form)."""
+    return hf_spec(name, family, kind, model, config, dict(NOCACHE, vocab_size=vocab, **kw), txt(b, s, vocab),
+                   call_kwargs=NOCACHE)
+
+
 def timm_spec(model: str, family: str, kind: str, res: int, b: int, name: str = "", reparam: bool = False,
               **kw) -> Spec:
     """A timm model at resolution `res`, batch `b` (`kw`: its config's arguments); named timm_<model>[_res]_b<b>."""

@@ -40,7 +40,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "devset2"))
-from specs import NOCACHE, Spec, f32, hf_spec, timm_spec, txt
+from specs import NOCACHE, Spec, dec_spec, f32, hf_spec, ids, ones, timm_spec, txt
 
 PART = "heldout"  # every model of this set is held out (export.py: no split.csv, all in OUT/heldout)
 DYNAMO_FALLBACK = False  # every model exported by the TorchScript exporter at opset 17, or failed
@@ -57,18 +57,9 @@ def hf(name: str, family: str, kind: str, model: str, config: str, kw: dict, inp
     SPECS.append(hf_spec(name, family, kind, model, config, kw, inputs, attr, sub, call_kwargs))
 
 
-def ids(name: str, hi: int, *shape: int) -> tuple:
-    return ((name, tuple(shape), "ids", hi),)
-
-
-def ones(name: str, *shape: int) -> tuple:
-    return ((name, tuple(shape), "mask", None),)
-
-
 def dec(name: str, family: str, model: str, config: str, kw: dict, b: int, s: int, vocab: int = 16000,
         kind: str = "decoder") -> None:
-    """A decoder-only language model without KV cache (or, kind="text", a bidirectional encoder of the same form)."""
-    hf(name, family, kind, model, config, dict(NOCACHE, vocab_size=vocab, **kw), txt(b, s, vocab), call_kwargs=NOCACHE)
+    SPECS.append(dec_spec(name, family, model, config, kw, b, s, vocab, kind))
 
 
 R18 = dict(model_type="resnet", depths=[2, 2, 2, 2], layer_type="basic", hidden_sizes=[64, 128, 256, 512])

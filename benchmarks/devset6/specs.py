@@ -49,7 +49,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "devset2"))
-from specs import NOCACHE, Spec, f32, hf_spec, timm_spec, txt
+from specs import NOCACHE, Spec, dec_spec, f32, hf_spec, ids, ones, timm_spec, txt
 
 PART = "heldout"  # every model of this set is held out (export.py: no split.csv, all in OUT/heldout)
 DYNAMO_FALLBACK = False  # every model exported by the TorchScript exporter at opset 17, or failed
@@ -66,18 +66,9 @@ def hf(name: str, family: str, kind: str, model: str, config: str, kw: dict, inp
     SPECS.append(hf_spec(name, family, kind, model, config, kw, inputs, attr, sub, call_kwargs))
 
 
-def ids(name: str, hi: int, *shape: int) -> tuple:
-    return ((name, tuple(shape), "ids", hi),)
-
-
-def ones(name: str, *shape: int) -> tuple:
-    return ((name, tuple(shape), "mask", None),)
-
-
 def dec(name: str, family: str, model: str, config: str, kw: dict, b: int, s: int, vocab: int = 16000,
         kind: str = "decoder") -> None:
-    """A decoder-only language model without KV cache."""
-    hf(name, family, kind, model, config, dict(NOCACHE, vocab_size=vocab, **kw), txt(b, s, vocab), call_kwargs=NOCACHE)
+    SPECS.append(dec_spec(name, family, model, config, kw, b, s, vocab, kind))
 
 
 def vlm(name: str, family: str, model: str, config: str, kw: dict, n_img: int, pixels: tuple, b: int = 1) -> None:
