@@ -61,7 +61,7 @@ from hase.zoo.registry import ModelSpec, get_family
 SOURCES = {"conv": "conv", "matmul": "matmul", "attention": "batched_matmul", "norm": "norm", "pool": "pool",
            "eltwise": "eltwise", "index": "movement", "conv_nchw": "conv", "einsum": "batched_matmul",
            "coverage": "eltwise", "activation": "eltwise", "recurrent": "matmul", "upsample": "movement",
-           "rmsnorm": "norm", "conv1d": "conv"}
+           "rmsnorm": "norm", "conv1d": "conv", "scan": "matmul"}
 #: sampler family -> the block family (`sampled-<name>`) that builds its samples, where the two differ
 BLOCKS = {"conv_nchw": "conv", "coverage": "eltwise", "activation": "eltwise", "upsample": "resize"}
 DEFAULT_SHARES = {"conv": 0.35, "matmul": 0.25, "attention": 0.1, "norm": 0.08, "pool": 0.07, "eltwise": 0.15,
@@ -89,6 +89,8 @@ UPSAMPLE_RANGES = {"channels": (8, 768), "side": (5, 80)}
 # length log-uniform over these (the ranges' convs are 2-D)
 CONV1D_KINDS = ("depthwise", "dense", "pointwise", "strided")
 CONV1D_RANGES = {"channels": (16, 1024), "length": (32, 48000)}
+# unrolled selective scans (`scan`: Mamba's slow path as torch.onnx writes it), log-uniform over these
+SCAN_RANGES = {"steps": (8, 128), "channels": (16, 1024), "state": (4, 16)}
 # PoolFormer's token mixers (pool(x) - x, a 3x3 stride-1 AveragePool without the padding in the mean, then a Sub
 # over the whole activation) are stride-1 average pools in the ranges: this share of those is drawn as a mixer
 MIXER_SHARE = 0.5
@@ -352,6 +354,15 @@ class Conv1dParams:
 
 
 @dataclass(frozen=True)
+class ScanParams:
+    """A sampled unrolled selective scan (`sampled-scan`): `steps` of [1, channels, state]."""
+
+    steps: int
+    channels: int
+    state: int
+
+
+@dataclass(frozen=True)
 class RmsNormParams:
     """A sampled RMSNorm (`sampled-rmsnorm`) over [1, rows, hidden]."""
 
@@ -360,7 +371,7 @@ class RmsNormParams:
 
 
 BlockParams = (ConvParams | MatmulParams | AttentionParams | NormParams | PoolParams | EltwiseParams | IndexParams
-               | EinsumParams | RecurrentParams | ResizeParams | RmsNormParams | Conv1dParams)
+               | EinsumParams | RecurrentParams | ResizeParams | RmsNormParams | Conv1dParams | ScanParams)
 
 
 def block_values(sample: BlockParams) -> dict[str, Any]:
@@ -532,6 +543,11 @@ def _conv1d(d: Draw) -> Conv1dParams:
     return Conv1dParams(1, c_in, channels(), length, 3 if kind == "dense" else 1, 1, 1)
 
 
+def _scan(d: Draw) -> ScanParams:
+    """Steps, channels and state log-uniform over `SCAN_RANGES` (the ranges hold no scan)."""
+    return ScanParams(*(d.log_uniform(*SCAN_RANGES[dim]) for dim in ("steps", "channels", "state")))
+
+
 def _index(d: Draw) -> IndexParams:
     """A Gather or ScatterND of each kind equally often, sized as the ranges' data movement."""
     return IndexParams(d.num("rows"), d.num("width"), str(d.rng.choice(INDEX_KINDS)))
@@ -546,4 +562,4 @@ SAMPLERS: dict[str, Callable[[Draw], BlockParams]] = {
     "conv": _conv, "matmul": _matmul, "attention": _attention, "norm": _norm, "pool": _pool, "eltwise": _eltwise,
     "index": _index, "conv_nchw": _conv_nchw, "einsum": _einsum, "coverage": _coverage, "activation": _activation,
     "recurrent": _recurrent, "upsample": _upsample,
-    "rmsnorm": _rmsnorm, "conv1d": _conv1d}
+    "rmsnorm": _rmsnorm, "conv1d": _conv1d, "scan": _scan}

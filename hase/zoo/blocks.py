@@ -93,6 +93,7 @@ MAIN_OPS: dict[str, frozenset[str]] = {
     "sampled-attention": frozenset({"MatMul", "FusedMatMul"}),
     "sampled-norm": frozenset({"LayerNormalization", "SkipLayerNormalization"}),
     "sampled-rmsnorm": frozenset({"SimplifiedLayerNormalization"}),
+    "sampled-scan": frozenset({"MatMul", "Mul", "Add", "Squeeze", "Unsqueeze"}),
     "sampled-pool": frozenset({"MaxPool", "AveragePool", "GlobalAveragePool"}),
     "sampled-eltwise": frozenset(ELTWISE_OPS) | {"Resize", "Softmax", "QuickGelu", "Slice", "Pad", "Neg", "Expand",
                                                   "ReduceSum", "ReduceMax", "ReduceL2", "InstanceNormalization", "Cast",
@@ -207,6 +208,31 @@ def build_conv1d(g: GraphBuilder, p: dict[str, Any]) -> None:
     b = g.uniform((p["c_out"],), -bound, bound)
     g.output(g.op1("Conv", [x.name, w, b], (p["batch"], p["c_out"], out_len), kernel_shape=[k], strides=[s],
                    pads=[pad, pad], group=groups), "output")
+
+
+@register_family("sampled-scan", _dim("steps", "t", 32), _dim("channels", "c", 256), _dim("state", "n", 16))
+def build_scan(g: GraphBuilder, p: dict[str, Any]) -> None:
+    """A selective scan unrolled over `steps`, as transformers' Mamba writes its slow path and torch.onnx unrolls it:
+    per step h = A_t * h + Bu_t over [1, channels, state], then y_t = h @ C_t, ~9 tiny nodes a step. Real Mamba
+    hybrids run 2-19 thousand such nodes, whose per-node cost the zoo never showed the calibration (Zamba's 19k nodes
+    ran at 6.7 us each; Jamba and Zamba were predicted 40 % fast). The steps are split off in one Split per input, so
+    the block has a handful of distinct kernels however many nodes it has."""
+    t, c, n = p["steps"], p["channels"], p["state"]
+    a, bu = (g.input(name, (1, c, t, n)) for name in ("a", "bu"))
+    cs = g.input("c", (1, t, n))
+    parts = {name: g.op("Split", [x.name], [(1, c, 1, n)] * t if name != "c" else [(1, 1, n)] * t, axis=2 if name != "c"
+                        else 1) for name, x in (("a", a), ("bu", bu), ("c", cs))}
+    axes2, axes1 = g.const([2], np.int64), g.const([1], np.int64)
+    h = g.input("h0", (1, c, n))
+    outs = []
+    for i in range(t):
+        a_t = g.op1("Squeeze", [parts["a"][i].name, axes2], (1, c, n))
+        b_t = g.op1("Squeeze", [parts["bu"][i].name, axes2], (1, c, n))
+        h = g.add(g.mul(a_t, h), b_t)
+        c_t = g.op1("Unsqueeze", [g.op1("Squeeze", [parts["c"][i].name, axes1], (1, n)).name, g.const([-1], np.int64)],
+                    (1, n, 1))
+        outs.append(g.op1("MatMul", [h.name, c_t.name], (1, c, 1)))
+    g.output(g.concat(outs, axis=2), "output")
 
 
 @register_family("sampled-norm", _dim("rows", "m", 128), _dim("hidden", "h", 256),
@@ -504,6 +530,8 @@ def _other_flops(family: str, p: dict[str, Any]) -> float:
         return float(2.0 * p["batch"] * p["c_out"] * out_len * p["c_in"] // p["groups"] * p["kernel"])
     if family == "sampled-resize":
         return float(p["channels"] * (p["side"] ** 2 + p["out"] ** 2)) * MEMORY_FLOPS
+    if family == "sampled-scan":
+        return float(p["steps"] * p["channels"] * p["state"] * 6) * MEMORY_FLOPS
     if family == "sampled-recurrent":
         gates = RECURRENT_CELLS[p.get("cell", "lstm")][1]
         return float(2.0 * p["seq"] * p["batch"] * p["dirs"] * gates * p["hidden"] * (p["input"] + p["hidden"]))

@@ -143,20 +143,21 @@ def test_new_shares_with_kernels_raised_keep_the_other_families_samples():
 
 
 def test_the_small_zoo_keeps_its_earlier_blocks_and_draws_8_or_more_of_each_coverage_activation_and_cell():
-    """configs/zoo_small.toml went from 312 to 660 kernels with `coverage` (0.4: 12 ops in turn), `activation`
-    (0.65: 19 ops in turn), `recurrent` (0.1: LSTM and GRU in turn), `upsample`, `rmsnorm` and `conv1d` (0.1 each):
+    """configs/zoo_small.toml went from 312 to 672 kernels with `coverage` (0.4: 12 ops in turn), `activation`
+    (0.65: 19 ops in turn), `recurrent` (0.1: LSTM and GRU in turn), `upsample`, `rmsnorm`, `conv1d` (0.1 each) and
+    `scan` (0.05):
     a store collected before measures only the new blocks, and each op gets the 8 kernels a forest of its own
     needs."""
     cfg = zoo_sampler(read_zoo(CONFIGS / "zoo_small.toml"))
     assert cfg is not None
-    new_families = ("coverage", "activation", "recurrent", "upsample", "rmsnorm", "conv1d")
+    new_families = ("coverage", "activation", "recurrent", "upsample", "rmsnorm", "conv1d", "scan")
     before = dataclasses.replace(cfg, kernels=312,
                                  shares={k: v for k, v in cfg.shares.items() if k not in new_families})
     old, new = {s.name for s in sample_specs(before)}, sample_specs(cfg)
     added = [s.kwargs() for s in new if s.name not in old]
     counts = family_counts(cfg)
     assert old < {s.name for s in new}
-    assert len(added) == sum(counts[f] for f in new_families) == 96 + 156 + 24 * 4
+    assert len(added) == sum(counts[f] for f in new_families) == 96 + 156 + 24 * 4 + 12
     ops = Counter(p["op"] for p in added if "op" in p)
     assert set(ops) == set(COVERAGE_OPS) | set(ACTIVATION_OPS) and min(ops.values()) >= 8
     cells = Counter((p["cell"], p["dirs"]) for p in added if "cell" in p)

@@ -259,3 +259,9 @@ def test_conv1d_block_stays_a_plain_nchw_conv(params, out):
 def test_listed_coverage_ops_reduce_the_outer_axis_or_repeat_heads(op, reduced, out):
     (k,) = _kernels("sampled-eltwise", rows=6, width=40, op=op)
     assert (k.op_type, k.outputs[0].shape) == (reduced, out)
+
+
+def test_scan_block_is_many_tiny_nodes_of_a_few_kernels():
+    kernels = _kernels("sampled-scan", steps=6, channels=8, state=4)
+    assert len(kernels) == 3 + 6 * 7 + 1  # three Splits, per step 3 Squeezes, Mul, Add, Unsqueeze, MatMul; a Concat
+    assert len({k.kernel_id for k in kernels}) <= 10

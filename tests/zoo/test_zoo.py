@@ -43,6 +43,7 @@ SMALL = {
     "sampled-attention": ({"batch": 2, "m": 8, "k": 16, "n": 12}, {"output": (1, 2, 8, 16)}),
     "sampled-norm": ({"rows": 8, "hidden": 32}, {"output": (1, 8, 32)}),
     "sampled-rmsnorm": ({"rows": 8, "hidden": 32}, {"output": (1, 8, 32)}),
+    "sampled-scan": ({"steps": 4, "channels": 8, "state": 2}, {"output": (1, 8, 4)}),
     "sampled-conv1d": ({"c_in": 8, "c_out": 16, "length": 40, "kernel": 4, "stride": 2}, {"output": (1, 16, 19)}),
     "sampled-pool": ({"channels": 16, "spatial": 16, "kernel": 3, "stride": 2}, {"output": (1, 16, 8, 8)}),
     "sampled-eltwise": ({"rows": 8, "width": 16, "op": "Concat"}, {"output": (1, 8, 32)}),
@@ -300,7 +301,7 @@ def test_shipped_configs_are_valid_and_sized():
     # them), 9 pools as real graphs write them, 6 segmentation Resizes and 10 cubic ones, 42 element-wise blocks
     # (2 token-mixer Subs, 10 Pows by other exponents, 13 Casts, 4 softmaxes beyond the caches, 9 outer-axis
     # reductions, 4 GQA head repeats), 7 segmentation heads, 8 attentions over many windows, heads or tokens,
-    # 5 RMSNorms at decoder sizes, 4 audio 1-D convs and 8 local-attention Einsums
+    # 5 RMSNorms at decoder sizes, 4 audio 1-D convs, 3 unrolled scans and 8 local-attention Einsums
     listed = {"sampled-matmul_m128_k768_n3072_r3_none", "sampled-matmul_m128_k4096_n1024_r3_none",
               "sampled-matmul_m1024_k768_n3072_r3_none", "sampled-pool_b1_c1280_r7_k1_s1_window",
               "sampled-pool_b1_c64_r56_k3_s1_mixer", "sampled-resize_c256_r16_o128_linear",
@@ -309,7 +310,7 @@ def test_shipped_configs_are_valid_and_sized():
               "sampled-einsum_b8_m64_k32_n224_local-qk"}
     sampler = zoo_sampler(small)
     assert sampler is not None
-    assert len(small.specs) - len(hand) == sampler.kernels + 16 + 9 + 16 + 42 + 7 + 8 + 5 + 4 + 8
+    assert len(small.specs) - len(hand) == sampler.kernels + 16 + 9 + 16 + 42 + 7 + 8 + 5 + 4 + 3 + 8
     assert listed <= {s.name for s in small.specs}
     assert {s.family for s in small.specs if is_sampled(s.family)} == {f.name for f in zoo.families()
                                                                         if is_sampled(f.name)}
