@@ -102,16 +102,18 @@ devset:
 # Self-contained: they do not read ../shared, so they build in a fresh clone too; all reuse DEVSET_VENV
 # (/tmp/devset-venv) or make it from the package registry (CPU torch), and devset2's exporter (TorchScript, opset 17).
 # - devset2: 72 models of families the first lacks, split into check/ and a frozen heldout/ (about 11 min, 5.4 GB);
-# - devset3, devset4, devset5, devset6: 36 models each of families none of the earlier sets has, ALL held out: never
-#   tune on one or look at its per-model errors; score it once per shipped predictor (about 5 min, ~3 GB each, 2 cores).
-#   devset3 to devset5 are spent (scored, then looked at); devset6 was scored once on 2026-11-27 (spent too).
+# - devset3 to devset7: 24-36 models each of families none of the earlier sets has, ALL held out: never tune on one or
+#   look at its per-model errors; score it once per shipped predictor (about 5 min, ~3 GB each, 2 cores).
+#   devset3 to devset6 are spent (scored; devset6 once, on 2026-11-27); devset7 is the fresh one, unseen: score it
+#   once, for the next shipped predictor.
 DEVSET2 ?= models/dev2
 DEVSET3 ?= models/dev3
 DEVSET4 ?= models/dev4
 DEVSET5 ?= models/dev5
 DEVSET6 ?= models/dev6
-.PHONY: devset2 devset3 devset4 devset5 devset6
-devset2 devset3 devset4 devset5 devset6: devset%:
+DEVSET7 ?= models/dev7
+.PHONY: devset2 devset3 devset4 devset5 devset6 devset7
+devset2 devset3 devset4 devset5 devset6 devset7: devset%:
 	bash benchmarks/devset$*/build.sh $(DEVSET$*)
 
 devset-eval: setup
