@@ -23,6 +23,10 @@ def main() -> int:
     ap.add_argument("--op", action="append", required=True, help="op type whose kernels to describe again")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if not args.store.is_file():  # Store() would create an empty one
+        print(f"error: measurement store not found: {args.store} (give the store `hase collect` wrote)",
+              file=sys.stderr)
+        return 2
     try:
         with Store(args.store) as store:
             report = refresh_signatures(store, args.op)

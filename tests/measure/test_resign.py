@@ -3,11 +3,14 @@ ids and measurements untouched."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import onnx
 import pytest
 from collect_cases import FAST
+from conftest import REPO
 
 from hase import zoo
 from hase.errors import HaseError
@@ -46,3 +49,11 @@ def test_refresh_rewrites_stale_pow_signatures_and_keeps_ids_and_rows(tmp_path, 
         assert refresh_signatures(store, ["Pow"]).missing == ("pow.onnx",)
         with pytest.raises(HaseError, match="name the op types"):
             refresh_signatures(store, [])
+
+
+def test_the_script_refuses_a_missing_store_in_one_line_and_creates_nothing(tmp_path):
+    missing = tmp_path / "nowhere.sqlite"
+    run = subprocess.run([sys.executable, str(REPO / "scripts" / "refresh_signatures.py"), "--store", str(missing),
+                          "--op", "Pow"], capture_output=True, text=True, cwd=tmp_path, check=False)
+    assert run.returncode == 2 and "measurement store not found" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr and not missing.exists()
