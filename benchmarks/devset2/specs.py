@@ -92,6 +92,22 @@ def hf_spec(name: str, family: str, kind: str, model: str, config: str, kw: dict
     return Spec(name, family, kind, "hf", model, inputs, config, kw, attr, sub, dict(call_kwargs or {}))
 
 
+class SpecList(list):
+    """A set's specs, with the appenders its spec file calls (`SPECS.timm(...)`, `.hf`, `.dec`): the later sets'
+    spec files share them from here."""
+
+    def timm(self, model: str, family: str, kind: str, res: int, b: int, name: str = "", **kw) -> None:
+        self.append(timm_spec(model, family, kind, res, b, name, **kw))
+
+    def hf(self, name: str, family: str, kind: str, model: str, config: str, kw: dict, inputs: tuple,
+           attr="last_hidden_state", sub="", call_kwargs=None) -> None:
+        self.append(hf_spec(name, family, kind, model, config, kw, inputs, attr, sub, call_kwargs))
+
+    def dec(self, name: str, family: str, model: str, config: str, kw: dict, b: int, s: int, vocab: int = 16000,
+            kind: str = "decoder") -> None:
+        self.append(dec_spec(name, family, model, config, kw, b, s, vocab, kind))
+
+
 SPECS: list[Spec] = []
 
 

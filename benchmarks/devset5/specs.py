@@ -40,26 +40,13 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "devset2"))
-from specs import NOCACHE, Spec, dec_spec, f32, hf_spec, ids, ones, timm_spec, txt
+from specs import NOCACHE, SpecList, f32, ids, ones, txt
 
 PART = "heldout"  # every model of this set is held out (export.py: no split.csv, all in OUT/heldout)
 DYNAMO_FALLBACK = False  # every model exported by the TorchScript exporter at opset 17, or failed
 
-SPECS: list[Spec] = []
-
-
-def timm(model: str, family: str, kind: str, res: int, b: int, name: str = "", **kw) -> None:
-    SPECS.append(timm_spec(model, family, kind, res, b, name, **kw))
-
-
-def hf(name: str, family: str, kind: str, model: str, config: str, kw: dict, inputs: tuple, attr="last_hidden_state",
-       sub="", call_kwargs=None) -> None:
-    SPECS.append(hf_spec(name, family, kind, model, config, kw, inputs, attr, sub, call_kwargs))
-
-
-def dec(name: str, family: str, model: str, config: str, kw: dict, b: int, s: int, vocab: int = 16000,
-        kind: str = "decoder") -> None:
-    SPECS.append(dec_spec(name, family, model, config, kw, b, s, vocab, kind))
+SPECS = SpecList()
+timm, hf, dec = SPECS.timm, SPECS.hf, SPECS.dec
 
 
 R18 = dict(model_type="resnet", depths=[2, 2, 2, 2], layer_type="basic", hidden_sizes=[64, 128, 256, 512])
