@@ -77,7 +77,14 @@ CAST_OPS = {"CastF64F32": (onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT),
 #   width] (VibeVoice's ReduceMean over 32-128 channels of 6k-48k samples, ZoeDepth's ReduceSum over 64 maps of
 #   256x256: 10-30x their predictions from last-axis reductions), and GQA's repeat of key/value heads, an Expand of
 #   [1, rows, 1, width] to [1, rows, 2, width] (whole rows copied: 1/6 of what the Expands above put on it)
-LISTED_COVERAGE_OPS = ("ReduceMeanOuter", "ReduceSumOuter", "ExpandRepeat")
+#   Element-wise ops whose two inputs broadcast along different axes (an outer sum or product, ORT's general
+#   broadcast loop): SAM's decomposed relative positions [.., w, 1] + [.., 1, w] (`AddOuter`) and Mamba's and
+#   Kimi's state updates, [.., c, 1] x [.., 1, 16] (`MulOuter`, 16 the state size), ran 2-4x their predictions
+#   from one-sided broadcasts (Jamba's [1, 1024, 128, 1] x [1, 1, 128, 16]: 1.0 ms in-model, predicted 0.26 ms)
+#   And a channels <-> tokens Transpose of [1, rows, width] by (0, 2, 1) (`Transpose021`): SegFormer's [1, 128,
+#   16384] ran 1.35 ms in-model (6 GB/s, ORT moving one axis element by element), predicted 0.54 ms
+LISTED_COVERAGE_OPS = ("ReduceMeanOuter", "ReduceSumOuter", "ExpandRepeat", "AddOuter", "MulOuter", "Transpose021")
+OUTER_STATE = 16  # MulOuter's last axis: Mamba's state size
 TRANSPOSE_OPS = ("Transpose0213", "Transpose0231", "Transpose20341")
 SOFTMAX_OPS = ("SoftmaxAxis2", "SoftmaxAxis1")
 MOVEMENT_OPS = (*TRANSPOSE_OPS, *SOFTMAX_OPS, "ResizeNearest", "ResizeLinear", "ResizeCubic")
@@ -355,9 +362,11 @@ def build_resize(g: GraphBuilder, p: dict[str, Any]) -> None:
 # much is moved): CvT's attention scores `bhlk,bhtk->bhlt` and context `bhlt,bhtv->bhlv`, and MViTv2's relative
 # positions `byhwc,hkc->byhwk`, batched over a middle axis (12x the roofline time of the first two)
 EINSUM_EQUATIONS = {"qk": "bhlk,bhtk->bhlt", "av": "bhlt,bhtv->bhlv", "rel": "byhwc,hkc->byhwk",
-                    "local-qk": "...qhd,...khd->...hqk", "local-av": "...hqk,...khd->...qhd"}
+                    "local-qk": "...qhd,...khd->...hqk", "local-av": "...hqk,...khd->...qhd",
+                    "rel-key": "bhld,lrd->bhlr"}
 # LongT5's local attention (listed in the zoo configs): heads kept in place, blocks of m queries against n keys in
-# a leading batch axis, 6x the time the three above predicted for it
+# a leading batch axis, 6x the time the three above predicted for it; and relative-position keys per query
+# (`rel-key`: w2v-BERT's and Conformers' [1, heads, l, d] x [l, r, d], 3.9 ms in-model, predicted 1.9 ms)
 SAMPLED_EINSUMS = ("qk", "av", "rel")  # what the sampler draws
 
 
@@ -372,6 +381,8 @@ def build_einsum(g: GraphBuilder, p: dict[str, Any]) -> None:
         shapes, out = ((1, b, m, 8, k), (1, b, n, 8, k)), (1, b, 8, m, n)
     elif eq == "local-av":  # [1, b, 8, m, n] scores x [1, b, n, 8, k] values
         shapes, out = ((1, b, 8, m, n), (1, b, n, 8, k)), (1, b, m, 8, k)
+    elif eq == "rel-key":  # b heads of m queries, each against its own n relative keys: [1, b, m, k] x [m, n, k]
+        shapes, out = ((1, b, m, k), (m, n, k)), (1, b, m, n)
     elif eq == "qk":
         shapes, out = ((1, b, m, k), (1, b, n, k)), (1, b, m, n)
     elif eq == "av":
@@ -451,6 +462,14 @@ def _coverage(g: GraphBuilder, op: str, rows: int, width: int) -> Tensor:
     if op in expands:
         part, out = expands[op]
         return g.op1("Expand", [g.input("input", part).name, g.const(list(out), np.int64)], out)
+    if op == "AddOuter":  # [1, rows, width, 1] + [1, rows, 1, width] -> [1, rows, width, width]
+        a, b = g.input("input", (1, rows, width, 1)), g.input("other", (1, rows, 1, width))
+        return g.binary("Add", a, b)
+    if op == "MulOuter":  # [1, rows, width, 1] x [1, 1, width, 16] -> [1, rows, width, 16]
+        a, b = g.input("input", (1, rows, width, 1)), g.input("other", (1, 1, width, OUTER_STATE))
+        return g.binary("Mul", a, b)
+    if op == "Transpose021":
+        return g.transpose(g.input("input", shape), (0, 2, 1))
     if op == "TransposeWindow":  # rows as the tokens of a square map, width as channels
         win = 8 if rows >= 256 else 4
         n = max(1, math.isqrt(rows) // win)

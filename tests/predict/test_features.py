@@ -95,7 +95,9 @@ def test_elementwise_broadcast_patterns():
     scalar = features.extract(spec("Mul", [((1, 8, 4, 4), False), ((), True)], [(1, 8, 4, 4)]))
     row = features.extract(spec("Add", [((2, 64, 128), False), ((128,), True)], [(2, 64, 128)]))
     chan = features.extract(spec("Add", [((1, 8, 4, 4), False), ((1, 8, 1, 1), True)], [(1, 8, 4, 4)]))
-    assert [x["broadcast"] for x in (same, scalar, row, chan)] == [0, 1, 2, 3]
+    outer = features.extract(spec("Add", [((6, 32, 1), False), ((6, 1, 32), False)], [(6, 32, 32)]))
+    state = features.extract(spec("Mul", [((1, 64, 1), False), ((1, 1, 16), False)], [(1, 64, 16)]))
+    assert [x["broadcast"] for x in (same, scalar, row, chan, outer, state)] == [0, 1, 2, 3, 4, 4]
     assert row["broadcast_ratio"] == 128 and chan["inner_block"] == 1 and same["inner_block"] == 128
 
 

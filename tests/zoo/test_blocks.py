@@ -9,6 +9,7 @@ import pytest
 from hase import zoo
 from hase.errors import HaseError
 from hase.kernels import graph, split
+from hase.predict import features
 from hase.runtime.types import EPConfig
 from hase.zoo.blocks import ACTIVATION_OPS, MAIN_OPS, block_flops, is_sampled
 
@@ -198,6 +199,7 @@ def test_a_depthwise_conv_with_channels_off_a_multiple_of_8_stays_nchw():
     ("qk", [(1, 2, 32, 16), (1, 2, 24, 16)], (1, 2, 32, 24)),  # CvT's attention scores
     ("av", [(1, 2, 32, 16), (1, 2, 16, 24)], (1, 2, 32, 24)),  # and its context
     ("rel", [(1, 1, 2, 32, 16), (2, 24, 16)], (1, 1, 2, 32, 24)),  # MViTv2's relative positions
+    ("rel-key", [(1, 2, 32, 16), (32, 24, 16)], (1, 2, 32, 24)),  # w2v-BERT's relative keys per query
 ])
 def test_einsum_block_stays_one_einsum_as_written(eq, shapes, out):
     (k,) = _kernels("sampled-einsum", batch=2, m=32, k=16, n=24, eq=eq)
@@ -255,10 +257,15 @@ def test_conv1d_block_stays_a_plain_nchw_conv(params, out):
 
 @pytest.mark.parametrize(("op", "reduced", "out"), [("ReduceMeanOuter", "ReduceMean", (1, 1, 40)),
                                                     ("ReduceSumOuter", "ReduceSum", (1, 1, 40)),
-                                                    ("ExpandRepeat", "Expand", (1, 6, 2, 40))])
+                                                    ("ExpandRepeat", "Expand", (1, 6, 2, 40)),
+                                                    ("AddOuter", "Add", (1, 6, 40, 40)),
+                                                    ("MulOuter", "Mul", (1, 6, 40, 16)),
+                                                    ("Transpose021", "Transpose", (1, 40, 6))])
 def test_listed_coverage_ops_reduce_the_outer_axis_or_repeat_heads(op, reduced, out):
     (k,) = _kernels("sampled-eltwise", rows=6, width=40, op=op)
     assert (k.op_type, k.outputs[0].shape) == (reduced, out)
+    if op.endswith("Outer") and reduced in ("Add", "Mul"):  # no input has the output's shape: an outer sum/product
+        assert all(t.shape != out for t in k.inputs) and features.extract(k)["broadcast"] == 4
 
 
 def test_scan_block_is_many_tiny_nodes_of_a_few_kernels():

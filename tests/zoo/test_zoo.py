@@ -298,19 +298,23 @@ def test_shipped_configs_are_valid_and_sized():
     assert {"resnet_d50_w1.0_r224_b1", "bert_l6_h768_a12_s128_b1_v8192_erf_gemm_div"} <= {s.name for s in hand}
     # the sampled blocks: every block family, within the [sampler] budget (tests/zoo/test_sampler.py)
     # plus 16 transformer matrix products listed by hand (BERT-base's 768x3072 at 128 tokens, at batch 8 among
-    # them), 9 pools as real graphs write them, 6 segmentation Resizes and 10 cubic ones, 42 element-wise blocks
+    # them), 9 pools as real graphs write them, 6 segmentation Resizes and 10 cubic ones, 60 element-wise blocks
     # (2 token-mixer Subs, 10 Pows by other exponents, 13 Casts, 4 softmaxes beyond the caches, 9 outer-axis
-    # reductions, 4 GQA head repeats), 7 segmentation heads, 8 attentions over many windows, heads or tokens,
-    # 5 RMSNorms at decoder sizes, 4 audio 1-D convs, 3 unrolled scans and 8 local-attention Einsums
+    # reductions, 4 GQA head repeats, 7 outer sums/products, 7 channel/token transposes, 4 last-axis Expands),
+    # 7 segmentation heads and 16 batched and 4 large-plane depthwise convs, 8 attentions over many windows, heads or
+    # tokens, 5 RMSNorms at decoder sizes, 4 audio 1-D convs, 3 unrolled scans, 8 local-attention Einsums and 6
+    # relative-key ones
     listed = {"sampled-matmul_m128_k768_n3072_r3_none", "sampled-matmul_m128_k4096_n1024_r3_none",
               "sampled-matmul_m1024_k768_n3072_r3_none", "sampled-pool_b1_c1280_r7_k1_s1_window",
               "sampled-pool_b1_c64_r56_k3_s1_mixer", "sampled-resize_c256_r16_o128_linear",
               "sampled-conv_b1_i1024_o256_r128_k1_s1_d1_g1_relu", "sampled-attention_b384_m64_k32_n64",
               "sampled-eltwise_m512_w2048_PowInv", "sampled-eltwise_m256_w1536_CastF64F32",
-              "sampled-einsum_b8_m64_k32_n224_local-qk"}
+              "sampled-einsum_b8_m64_k32_n224_local-qk",
+              "sampled-eltwise_m1024_w128_MulOuter", "sampled-conv_b8_i32_o32_r112_k3_s1_d1_g32_relu",
+              "sampled-einsum_b6_m250_k64_n250_rel-key"}
     sampler = zoo_sampler(small)
     assert sampler is not None
-    assert len(small.specs) - len(hand) == sampler.kernels + 16 + 9 + 16 + 42 + 7 + 8 + 5 + 4 + 3 + 8
+    assert len(small.specs) - len(hand) == sampler.kernels + 16 + 9 + 16 + 60 + 23 + 8 + 5 + 4 + 3 + 14
     assert listed <= {s.name for s in small.specs}
     assert {s.family for s in small.specs if is_sampled(s.family)} == {f.name for f in zoo.families()
                                                                         if is_sampled(f.name)}

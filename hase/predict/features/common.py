@@ -114,13 +114,16 @@ def trailing_block(shape: Sequence[int], out: Sequence[int]) -> int:
 
 
 def broadcast_pattern(shapes: Sequence[Sequence[int]], out: Sequence[int]) -> int:
-    """0: all inputs have the output's shape; 1: the others are scalars; 2: row (suffix) broadcast; 3: other."""
+    """0: all inputs have the output's shape; 1: the others are scalars; 2: row (suffix) broadcast; 3: other;
+    4: no input has the output's shape (an outer sum or product: ORT's general broadcast loop, 2-4x slower)."""
     full = tuple(out)
     others = [s for s in shapes if align(s, len(full)) != full]
     if not others:
         return 0
     if all(numel(s) == 1 for s in others):
         return 1
+    if len(others) == len(shapes) and sum(numel(s) > 1 for s in others) > 1:
+        return 4
     if all(trailing_block(s, full) == numel(s) for s in others):
         return 2
     return 3

@@ -28,7 +28,8 @@ ELEMENTWISE_COLUMNS = (
     ("n_const_inputs", "constant inputs"),
     ("max_in_elems", "elements of the largest input"),
     ("min_in_elems", "elements of the smallest input"),
-    ("broadcast", "0 same shapes, 1 scalar operand, 2 row (suffix) broadcast, 3 other broadcast"),
+    ("broadcast", "0 same shapes, 1 scalar operand, 2 row (suffix) broadcast, 3 other broadcast, 4 no input "
+                  "of the output's shape (outer sum/product)"),
     ("broadcast_ratio", "output elements / smallest input's elements"),
     ("inner_block", "smallest contiguous block an input shares with the output"),
     ("rank", "output rank"),
