@@ -105,7 +105,8 @@ devset:
 # - devset3 to devset7: 24-36 models each of families none of the earlier sets has, ALL held out: never tune on one or
 #   look at its per-model errors; score it once per shipped predictor (about 5 min, ~3 GB each, 2 cores).
 #   devset3 to devset7 are spent (scored, devset6 and devset7 once each on 2026-11-27); devset8 (mainstream families
-#   at their full published sizes, ALL held out) is the fresh one, not yet scored: for the next shipped predictor.
+#   at their full published sizes, ALL held out) was scored once on 2026-11-27; devset9 (more mainstream models at
+#   full size, other models and shapes, ALL held out) is the fresh one, not yet scored: for the next shipped predictor.
 DEVSET2 ?= models/dev2
 DEVSET3 ?= models/dev3
 DEVSET4 ?= models/dev4
@@ -113,8 +114,9 @@ DEVSET5 ?= models/dev5
 DEVSET6 ?= models/dev6
 DEVSET7 ?= models/dev7
 DEVSET8 ?= models/dev8
-.PHONY: devset2 devset3 devset4 devset5 devset6 devset7 devset8
-devset2 devset3 devset4 devset5 devset6 devset7 devset8: devset%:
+DEVSET9 ?= models/dev9
+.PHONY: devset2 devset3 devset4 devset5 devset6 devset7 devset8 devset9
+devset2 devset3 devset4 devset5 devset6 devset7 devset8 devset9: devset%:
 	bash benchmarks/devset$*/build.sh $(DEVSET$*)
 
 devset-eval: setup
