@@ -104,9 +104,9 @@ devset:
 # - devset2: 72 models of families the first lacks, split into check/ and a frozen heldout/ (about 11 min, 5.4 GB);
 # - devset3 to devset7: 24-36 models each of families none of the earlier sets has, ALL held out: never tune on one or
 #   look at its per-model errors; score it once per shipped predictor (about 5 min, ~3 GB each, 2 cores).
-#   devset3 to devset7 are spent (scored, devset6 and devset7 once each on 2026-11-27); devset8 (mainstream families
-#   at their full published sizes, ALL held out) was scored once on 2026-11-27; devset9 (more mainstream models at
-#   full size, other models and shapes, ALL held out) is the fresh one, not yet scored: for the next shipped predictor.
+#   devset3 to devset7 are spent (scored, devset6 and devset7 once each on 2026-11-27); devset8 and devset9
+#   (mainstream families at their full published sizes, other models and shapes in each, ALL held out) were scored
+#   once each on the evening of 2026-11-27: all spent, the next shipped predictor needs a tenth.
 DEVSET2 ?= models/dev2
 DEVSET3 ?= models/dev3
 DEVSET4 ?= models/dev4
