@@ -49,8 +49,9 @@ class Spec:
         return "x".join(map(str, shape[1:] if self.inputs[0][2] != "f32" or len(shape) != 4 else shape[2:]))
 
 
-def img(b: int, r: int) -> tuple:
-    return (("pixel_values", (b, 3, r, r), "f32", None),)
+def img(b: int, h: int, w: int = 0) -> tuple:
+    """An image batch `pixel_values` of b x 3 x h x w (w = h when not given)."""
+    return (("pixel_values", (b, 3, h, w or h), "f32", None),)
 
 
 def txt(b: int, s: int, vocab: int, mask: bool = True) -> tuple:

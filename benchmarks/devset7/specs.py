@@ -35,17 +35,13 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "devset2"))
-from specs import NOCACHE, SpecList, f32, ids, txt
+from specs import NOCACHE, SpecList, f32, ids, img, txt
 
 PART = "heldout"  # every model of this set is held out (export.py: no split.csv, all in OUT/heldout)
 DYNAMO_FALLBACK = False  # every model exported by the TorchScript exporter at opset 17, or failed
 
 SPECS = SpecList()
 timm, hf, dec = SPECS.timm, SPECS.hf, SPECS.dec
-
-
-def img(b: int, h: int, w: int = 0) -> tuple:
-    return f32("pixel_values", b, 3, h, w or h)
 
 
 R18 = dict(model_type="resnet", depths=[2, 2, 2, 2], layer_type="basic", hidden_sizes=[64, 128, 256, 512])

@@ -35,17 +35,13 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "devset2"))
-from specs import NOCACHE, SpecList, f32, ids, ones, txt
+from specs import NOCACHE, SpecList, f32, ids, img, ones, txt
 
 PART = "heldout"  # every model of this set is held out (export.py: no split.csv, all in OUT/heldout)
 DYNAMO_FALLBACK = False  # every model exported by the TorchScript exporter at opset 17, or failed
 
 SPECS = SpecList()
 timm, hf, dec = SPECS.timm, SPECS.hf, SPECS.dec
-
-
-def img(b: int, h: int, w: int = 0) -> tuple:
-    return f32("pixel_values", b, 3, h, w or h)
 
 
 BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)  # BERT-base body
