@@ -453,6 +453,21 @@ def build_index(g: GraphBuilder, p: dict[str, Any]) -> None:
     g.output(y, "output")
 
 
+def _outer_or_transpose(g: GraphBuilder, op: str, rows: int, width: int) -> Tensor:
+    """Outer sums and products (`AddOuter`: [1, rows, width, 1] + [1, rows, 1, width]; `MulOuter`: [1, rows, width, 1]
+    x [1, 1, width, 16]); `Transpose021`: [1, rows, width] to [1, width, rows]; `TransposeWindow`: Swin's window
+    partition of a square map of `rows` tokens with `width` channels."""
+    outers = {"AddOuter": ("Add", (1, rows, 1, width)), "MulOuter": ("Mul", (1, 1, width, OUTER_STATE))}
+    if op in outers:
+        binary, other = outers[op]
+        return g.binary(binary, g.input("input", (1, rows, width, 1)), g.input("other", other))
+    if op == "Transpose021":
+        return g.transpose(g.input("input", (1, rows, width)), (0, 2, 1))
+    win = 8 if rows >= 256 else 4
+    n = max(1, math.isqrt(rows) // win)
+    return g.transpose(g.input("input", (1, n, win, n, win, width)), (0, 1, 3, 2, 4, 5))
+
+
 def _coverage(g: GraphBuilder, op: str, rows: int, width: int) -> Tensor:
     """One of `COVERAGE_OPS` or `LISTED_COVERAGE_OPS` over [1, rows, width] (rows as channels or tokens, width as a
     plane or hidden size)."""
@@ -462,18 +477,8 @@ def _coverage(g: GraphBuilder, op: str, rows: int, width: int) -> Tensor:
     if op in expands:
         part, out = expands[op]
         return g.op1("Expand", [g.input("input", part).name, g.const(list(out), np.int64)], out)
-    if op == "AddOuter":  # [1, rows, width, 1] + [1, rows, 1, width] -> [1, rows, width, width]
-        a, b = g.input("input", (1, rows, width, 1)), g.input("other", (1, rows, 1, width))
-        return g.binary("Add", a, b)
-    if op == "MulOuter":  # [1, rows, width, 1] x [1, 1, width, 16] -> [1, rows, width, 16]
-        a, b = g.input("input", (1, rows, width, 1)), g.input("other", (1, 1, width, OUTER_STATE))
-        return g.binary("Mul", a, b)
-    if op == "Transpose021":
-        return g.transpose(g.input("input", shape), (0, 2, 1))
-    if op == "TransposeWindow":  # rows as the tokens of a square map, width as channels
-        win = 8 if rows >= 256 else 4
-        n = max(1, math.isqrt(rows) // win)
-        return g.transpose(g.input("input", (1, n, win, n, win, width)), (0, 1, 3, 2, 4, 5))
+    if op in ("AddOuter", "MulOuter", "Transpose021", "TransposeWindow"):
+        return _outer_or_transpose(g, op, rows, width)
     x = g.input("input", shape)
     if op == "SiLU":
         return g.binary("Mul", x, g.op1("Sigmoid", [x.name], shape))

@@ -302,8 +302,8 @@ def test_shipped_configs_are_valid_and_sized():
     # (2 token-mixer Subs, 10 Pows by other exponents, 13 Casts, 4 softmaxes beyond the caches, 9 outer-axis
     # reductions, 4 GQA head repeats, 7 outer sums/products, 7 channel/token transposes, 4 last-axis Expands),
     # 7 segmentation heads, 16 batched and 4 large-plane depthwise convs, 5 batch-8 pointwise/stem convs and 24
-    # grouped ones, 11 attentions over many windows, heads or tokens, 5 RMSNorms at decoder sizes, 4 audio 1-D convs, 3 unrolled scans, 8 local-attention Einsums and 6
-    # relative-key ones
+    # grouped ones, 11 attentions over many windows, heads or tokens, 5 RMSNorms at decoder sizes, 4 audio 1-D
+    # convs, 3 unrolled scans, 8 local-attention Einsums and 6 relative-key ones
     listed = {"sampled-matmul_m128_k768_n3072_r3_none", "sampled-matmul_m128_k4096_n1024_r3_none",
               "sampled-matmul_m1024_k768_n3072_r3_none", "sampled-pool_b1_c1280_r7_k1_s1_window",
               "sampled-pool_b1_c64_r56_k3_s1_mixer", "sampled-resize_c256_r16_o128_linear",
