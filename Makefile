@@ -115,8 +115,9 @@ DEVSET6 ?= models/dev6
 DEVSET7 ?= models/dev7
 DEVSET8 ?= models/dev8
 DEVSET9 ?= models/dev9
-.PHONY: devset2 devset3 devset4 devset5 devset6 devset7 devset8 devset9
-devset2 devset3 devset4 devset5 devset6 devset7 devset8 devset9: devset%:
+DEVSET10 ?= models/dev10
+.PHONY: devset2 devset3 devset4 devset5 devset6 devset7 devset8 devset9 devset10
+devset2 devset3 devset4 devset5 devset6 devset7 devset8 devset9 devset10: devset%:
 	bash benchmarks/devset$*/build.sh $(DEVSET$*)
 
 devset-eval: setup
