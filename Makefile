@@ -104,9 +104,9 @@ devset:
 # - devset2: 72 models of families the first lacks, split into check/ and a frozen heldout/ (about 11 min, 5.4 GB);
 # - devset3 to devset7: 24-36 models each of families none of the earlier sets has, ALL held out: never tune on one or
 #   look at its per-model errors; score it once per shipped predictor (about 5 min, ~3 GB each, 2 cores).
-#   devset3 to devset7 are spent (scored, devset6 and devset7 once each on 2026-11-27); devset8 and devset9
+#   devset3 to devset7 are spent (scored, devset6 and devset7 once each on 2026-11-27); devset8 to devset10
 #   (mainstream families at their full published sizes, other models and shapes in each, ALL held out) were scored
-#   once each on the evening of 2026-11-27: all spent, the next shipped predictor needs a tenth.
+#   once each on the evening of 2026-11-27: all spent, the next shipped predictor needs an eleventh.
 DEVSET2 ?= models/dev2
 DEVSET3 ?= models/dev3
 DEVSET4 ?= models/dev4
