@@ -279,7 +279,7 @@ def explain_worst(table: pd.DataFrame, jobs: Sequence[Job], bundle: PredictorBun
         try:
             shapes = resolve_input_shapes(job.path, {}, job.free_dims)
             est = estimate_model(job.path, bundle, None, shapes)
-            kernels = worst.estimate_kernel_rows(est, kernel_times_ms(job.path, bundle.ep_config(), shapes))
+            kernels = worst.estimate_kernel_rows(est, kernel_times_ms(job.path, bundle.ep_config(), shapes, est=est))
         except HaseError as exc:
             log.warning("%s (batch %d): its kernels could not be profiled: %s", key[0], key[1], exc)
             continue

@@ -27,6 +27,7 @@ from hase.measure.model import measure_latency
 from hase.predict.bundle import PredictorBundle
 from hase.predict.estimate import ModelEstimate, ModelResult, PredictFailure, estimate_model
 from hase.profiling import decompose
+from hase.profiling.names import align_names, profiled_signatures
 from hase.profiling.run import profile_model
 from hase.runtime import sessions
 from hase.runtime.robust import BlockPolicy, RobustTiming
@@ -109,7 +110,7 @@ def check_prediction(path: str | Path, bundle: PredictorBundle, target: str | No
     ep = bundle.ep_config()
     t0 = time.perf_counter()
     measured = measure_latency(path, ep, shapes, policy)
-    in_model = kernel_times_ms(path, ep, shapes, profile_runs) if profile_runs > 0 else {}
+    in_model = kernel_times_ms(path, ep, shapes, profile_runs, est) if profile_runs > 0 else {}
     checks = tuple(KernelCheck(k.node_name, k.op_type, k.kernel_id, k.pred_ms, in_model.get(k.node_name))
                    for k in est.top(top))
     unmatched = sum(1 for k in est.kernels if k.node_name not in in_model)
@@ -140,14 +141,19 @@ def check_models(results: Sequence[ModelResult], bundle: PredictorBundle,
 
 
 def kernel_times_ms(path: str | Path, ep: EPConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
-                    runs: int = 1) -> dict[str, float]:
+                    runs: int = 1, est: ModelEstimate | None = None) -> dict[str, float]:
     """Node name -> in-model ORT kernel_time (ms, median over `runs` profiled runs after PROFILE_WARMUP) of the
-    model run in `ep`'s configuration; nodes nested in another node's span (subgraphs) are left out."""
+    model run in `ep`'s configuration; nodes nested in another node's span (subgraphs) are left out. With `est`,
+    under the names of `est`'s kernels (`hase.profiling.names`: ORT names ReorderOutputs anew in each session)."""
 
     with tempfile.TemporaryDirectory(prefix="hase_check_") as tmp:
         result = profile_model(path, ep, runs=runs, warmup=PROFILE_WARMUP, input_shapes=input_shapes, workdir=tmp)
     summary = decompose.node_summary(result.events, skip_runs=result.skip_runs)
     summary = summary[~summary[decompose.NESTED]]
-    return {str(name): float(us) / 1e3 for name,
-            us in zip(summary[decompose.NODE_NAME], summary[decompose.KERNEL_TIME_US],
-                                                          strict=True)}
+    times = {str(name): float(us) / 1e3 for name, us in zip(summary[decompose.NODE_NAME],
+                                                           summary[decompose.KERNEL_TIME_US], strict=True)}
+    if est is None:
+        return times
+    names = align_names(profiled_signatures(result.events), {k.node_name: (k.op_type, k.out_shape)
+                                                              for k in est.kernels})
+    return {names[n]: ms for n, ms in times.items() if n in names}

@@ -23,6 +23,7 @@ from hase.measure.types import MeasureSettings, ModelSource
 from hase.profiling import decompose as profile
 from hase.profiling.gpu.attribute import GPU_BUSY_US, attribute
 from hase.profiling.gpu.cpu_preferred import split_cpu_nodes
+from hase.profiling.names import Signature, align_names, profiled_signatures
 from hase.profiling.run import ProfileResult, profile_model
 from hase.runtime import sessions
 from hase.runtime.profile import CPU_PROVIDER, MEMCPY_OPS
@@ -83,8 +84,10 @@ def measure_model(model: onnx.ModelProto, src: ModelSource, nodes: list[KernelNo
     meta = sessions.row_metadata(ep)
     kernel_of = {n.node_name: n.spec.kernel_id for n in nodes}
     source = profile.node_spans(events).groupby(profile.NODE_NAME)[profile.SPAN_SOURCE].first().to_dict()
-    spans = [{"model_id": model_id, **_span_columns(r, kernel_of, source, gpu_busy), **meta}
-             for r in summary.to_dict("records")]
+    # the profiled session names some nodes (ReorderOutput) unlike the session that split the model
+    names = align_names(profiled_signatures(events), {n.node_name: node_signature(n) for n in nodes})
+    spans = [{"model_id": model_id, **_span_columns(r, kernel_of, source, gpu_busy, names), **meta}
+             for r in summary.to_dict("records") if str(r[profile.NODE_NAME]) in names]
     row = {
         "model_id": model_id, "family": src.family, "n_kernel_nodes": len(nodes),
         "n_memcpy_nodes": int(summary[profile.OP_TYPE].isin(MEMCPY_OPS).sum()),
@@ -113,14 +116,22 @@ def _gpu_busy_us(res: ProfileResult, skip_runs: int) -> dict[str, float]:
     return dict(zip(nodes[profile.NODE_NAME].astype(str), nodes[GPU_BUSY_US].astype(float), strict=True))
 
 
+def node_signature(node: KernelNode) -> Signature:
+    """A kernel graph node's op type and first output shape (`hase.profiling.names`)."""
+    outs = node.spec.outputs
+    return node.spec.op_type, tuple(outs[0].shape) if outs else None
+
+
 def _span_columns(r: dict[Any, Any], kernel_of: dict[str, str], source: dict[Any, Any],
-                  gpu_busy: dict[str, float]) -> dict[str, Any]:
-    """One `node_summary` record as `node_spans` columns (times in ms, the node's kernel id and span source).
-    On CUDA with CUPTI, a node's span is its GPU busy time (`span_source` "cupti"), not its launch time."""
+                  gpu_busy: dict[str, float], names: Mapping[str, str]) -> dict[str, Any]:
+    """One `node_summary` record as `node_spans` columns (times in ms, the node's kernel id and span source), under
+    the name of its node in the kernel graph (`names`: profiled name -> that name). On CUDA with CUPTI, a node's
+    span is its GPU busy time (`span_source` "cupti"), not its launch time."""
     name = str(r[profile.NODE_NAME])
     on_gpu = name in gpu_busy
     span_us = gpu_busy[name] if on_gpu else r[profile.SPAN_US]
     span_source = CUPTI_SOURCE if on_gpu else source.get(name)
+    name = names.get(name, name)
     return {"node_name": name, "kernel_id": kernel_of.get(name), "op_type": r[profile.OP_TYPE],
             "provider": r[profile.PROVIDER], "span_ms": float(span_us) / 1e3,
             "kernel_time_ms": float(r[profile.KERNEL_TIME_US]) / 1e3, "span_source": span_source,

@@ -11,7 +11,11 @@ anything is written, so a foreign or corrupt file is never touched. Versions (`P
 4 — the table `device_peaks`: the host's peaks per device config (`hase.measure.peaks`); older stores lack it;
 5 — the measuring machine's fingerprint (`hase.runtime.host`): its digest (`host_fp`) on every measurement row,
     the fingerprints in `hosts` (one row per digest), and each device's speed signature per host in `signatures`
-    (`hase.measure.signature`); older stores lack them.
+    (`hase.measure.signature`); older stores lack them;
+6 — in-model spans joined to the kernel graph by node and output shape (`hase.profiling.names`): ORT names the
+    ReorderOutputs anew in each session, so before 6 their spans went by name to other ReorderOutputs of the model;
+    the migration drops what was measured of a model with two or more ReorderOutput kernels (its measurement,
+    spans and done-marker, per device), and the next collect measures it again.
 `migrate` brings any older version to the current one; columns it adds are NULL on rows measured before
 (`hase.predict.dataset` then falls back to `median_ms`).
 """
@@ -23,7 +27,7 @@ from pathlib import Path
 from hase.errors import HaseError
 from hase.runtime.types import DEVICE_META_COLS, HOST, HOST_FP
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 TIMING_COLS = ["median_ms", "p10_ms", "p90_ms", "mean_ms", "min_ms", "n_runs"]
@@ -172,7 +176,8 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
     2 -> 3 the `host` column (`_ADDED[3]`), NULL on the rows already there: nothing is measured again;
     3 -> 4 creates the `device_peaks` table (empty: the next collect measures the peaks);
     4 -> 5 adds the `host_fp` column (`_ADDED[5]`, NULL on the rows already there) and creates the `hosts` and
-    `signatures` tables (empty).
+    `signatures` tables (empty); 5 -> 6 drops the model-level rows of models whose ReorderOutput spans went to
+    the wrong nodes (`_drop_misjoined_spans`).
     """
     if version >= SCHEMA_VERSION:
         return
@@ -189,8 +194,22 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
                         conn.execute(f"ALTER TABLE {table} ADD COLUMN {col} {_sql_type(col)}")
         if current < 1:
             _rekey_model_jobs(conn)
+        if current < 6:
+            _drop_misjoined_spans(conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     conn.execute("COMMIT")
+
+
+def _drop_misjoined_spans(conn: sqlite3.Connection) -> None:
+    """Version 5 -> 6: per device, forget the measurement, spans and done-marker of every model whose spans hold
+    two or more ReorderOutput kernels (spans joined by name went to other ReorderOutputs of the model)."""
+    bad = conn.execute("SELECT model_id, device FROM node_spans WHERE op_type = 'ReorderOutput' "
+                       "GROUP BY model_id, device HAVING COUNT(DISTINCT kernel_id) > 1").fetchall()
+    for model_id, device in bad:
+        for table in ("node_spans", "model_measurements"):
+            conn.execute(f"DELETE FROM {table} WHERE model_id = ? AND device = ?", (model_id, device))
+        conn.execute("DELETE FROM jobs WHERE device = ? AND job IN (SELECT 'model:' || sha256 FROM models "
+                     "WHERE model_id = ?)", (device, model_id))
 
 
 def _rekey_model_jobs(conn: sqlite3.Connection) -> None:

@@ -56,6 +56,7 @@ class KernelPrediction:
     pred_ms: float
     roofline_ms: float = float("nan")
     clamped: str = ""
+    out_shape: tuple[int, ...] | None = None  # first output's shape: which profiled node it is (hase.profiling.names)
 
 
 @dataclass(frozen=True)
@@ -125,8 +126,8 @@ class ModelEstimate:
         """The kernels as a DataFrame: node_name, kernel_id, op_type, key, source, pred_ms."""
         import pandas as pd  # noqa: PLC0415 - pandas (120 ms) loads only here: `hase predict` runs without it
 
-        columns = [f.name for f in dataclasses.fields(KernelPrediction)]
-        return pd.DataFrame([dataclasses.astuple(k) for k in self.kernels], columns=columns)
+        columns = [f.name for f in dataclasses.fields(KernelPrediction) if f.name != "out_shape"]
+        return pd.DataFrame([dataclasses.astuple(k)[:len(columns)] for k in self.kernels], columns=columns)
 
     def to_dict(self, top: int = 10) -> dict[str, Any]:
         """Everything `hase predict --json` prints for one model."""
@@ -221,7 +222,7 @@ def estimate_graph(path: str | Path, kg: KernelGraph, bundle: PredictorBundle, t
     cal = bundle.calibration(target)
     c = compose([n.spec for n in nodes], bundle.predictors[target], cal)
     kernels = tuple(KernelPrediction(n.node_name, n.spec.kernel_id, n.spec.op_type, key, source, float(ms),
-                                     float(roof), side)
+                                     float(roof), side, tuple(n.spec.outputs[0].shape) if n.spec.outputs else None)
                     for n, key, source, ms, roof, side in zip(nodes, c.keys, c.sources, c.pred_ms, c.roofline_ms,
                                                                c.clamped, strict=True))
     t2 = time.perf_counter()

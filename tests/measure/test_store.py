@@ -304,3 +304,28 @@ def test_version_1_store_gets_the_robust_columns_and_training_falls_back_to_the_
     assert (report.models_done, report.kernels_measured) == (0, 0)
     # NULL latency_ms: the median
     assert dataset.load_device_data(path).models[dataset.MEASURED_MS].tolist() == [median]
+
+
+def test_migrating_to_version_6_forgets_models_whose_reorder_spans_went_by_name(tmp_path):
+    """Before version 6, spans joined the kernel graph by name, and ORT names ReorderOutputs anew in each session:
+    a model with two ReorderOutput kernels is measured again (its rows and done-marker go), others stay."""
+    path = tmp_path / "old.sqlite"
+    Store(path).close()
+    conn = sqlite3.connect(path)
+    for model, kernels in (("two", ("k1", "k2")), ("one", ("k1", "k1"))):
+        conn.execute("INSERT INTO models (model_id, sha256, opt_level) VALUES (?, ?, 'all')", (model, f"sha-{model}"))
+        for device in ("cpu-1t", "cpu-mt"):
+            conn.execute("INSERT INTO model_measurements (model_id, device) VALUES (?, ?)", (model, device))
+            conn.execute("INSERT INTO jobs (job, device) VALUES (?, ?)", (f"model:sha-{model}", device))
+            for i, k in enumerate(kernels):
+                conn.execute("INSERT INTO node_spans (model_id, node_name, kernel_id, op_type, device) "
+                             "VALUES (?, ?, ?, 'ReorderOutput', ?)", (model, f"R_{i}", k, device))
+    conn.execute("PRAGMA user_version = 5")
+    conn.commit()
+    conn.close()
+    with Store(path) as s:
+        assert s.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        for table in ("model_measurements", "node_spans"):
+            assert set(s.table(table).model_id) == {"one"}
+        assert set(s.table("jobs").job) == {"model:sha-one"}
+        assert set(s.table("models").model_id) == {"one", "two"}  # still known: the next collect measures it
