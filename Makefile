@@ -106,8 +106,8 @@ devset:
 #   look at its per-model errors; score it once per shipped predictor (about 5 min, ~3 GB each, 2 cores).
 #   devset3 to devset7 are spent (scored, devset6 and devset7 once each on 2026-11-27); devset8 to devset10
 #   (mainstream families at their full published sizes, other models and shapes in each, ALL held out) were scored
-#   once each on the evening of 2026-11-27: all spent. devset11 (made the same way, other models and shapes again,
-#   ALL held out) is the fresh one, not scored yet: keep it for the next shipped predictor.
+#   once each on the evening of 2026-11-27, devset11 (made the same way, other models and shapes again, ALL held
+#   out) once that night: all spent, the next shipped predictor needs a twelfth.
 DEVSET2 ?= models/dev2
 DEVSET3 ?= models/dev3
 DEVSET4 ?= models/dev4
