@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "devset2"))
-from specs import NOCACHE, SpecList, f32, ids, txt
+from specs import BASE, NOCACHE, SpecList, f32, ids, txt
 
 PART = "heldout"  # every model of this set is held out (export.py: no split.csv, all in OUT/heldout)
 DYNAMO_FALLBACK = False  # every model exported by the TorchScript exporter at opset 17, or failed
@@ -40,7 +40,6 @@ DYNAMO_FALLBACK = False  # every model exported by the TorchScript exporter at o
 SPECS = SpecList()
 timm, hf, dec = SPECS.timm, SPECS.hf, SPECS.dec
 
-BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)  # BERT-base body
 ROBERTA = dict(max_position_embeddings=514, type_vocab_size=1, pad_token_id=1, bos_token_id=0, eos_token_id=2)
 
 # ---- timm CNNs, MobileNet to ResNet-152 size (published configurations, their native or training resolutions)

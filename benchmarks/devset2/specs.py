@@ -122,6 +122,10 @@ def hf(name: str, family: str, kind: str, model: str, config: str, kw: dict, inp
 
 
 NOCACHE = dict(use_cache=False)
+# shared by the later sets' specs: a BERT-base body and DeBERTa-v3's relative attention
+BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
+DEBERTA_V3 = dict(relative_attention=True, position_buckets=256, norm_rel_ebd="layer_norm", share_att_key=True,
+                  pos_att_type=["p2c", "c2p"], max_relative_positions=-1, position_biased_input=False)
 
 # ---- timm CNNs (families the first dev set has are left out: resnet, regnet, mobilenetv2/v3, lcnet, mnasnet,
 # spnasnet, fbnet, hardcorenas, ghostnet(v2), efficientnet, gernet, convnext, dla, densenet, selecsls, repghost)

@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "devset2"))
-from specs import NOCACHE, SpecList, f32, ids, img, ones, txt
+from specs import BASE, NOCACHE, SpecList, f32, ids, img, ones, txt
 
 PART = "heldout"  # every model of this set is held out (export.py: no split.csv, all in OUT/heldout)
 DYNAMO_FALLBACK = False  # every model exported by the TorchScript exporter at opset 17, or failed
@@ -44,7 +44,6 @@ SPECS = SpecList()
 timm, hf, dec = SPECS.timm, SPECS.hf, SPECS.dec
 
 
-BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)  # BERT-base body
 MINILM = dict(hidden_size=384, num_attention_heads=12, intermediate_size=1536)  # MiniLM-H384 (all-MiniLM-L*-v2)
 
 # ---- timm CNNs, mobile to ResNet-50 size (published configurations, their native resolutions)

@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "devset2"))
-from specs import NOCACHE, SpecList, f32, ids, txt
+from specs import BASE, DEBERTA_V3, NOCACHE, SpecList, f32, ids, txt
 
 PART = "heldout"  # every model of this set is held out (export.py: no split.csv, all in OUT/heldout)
 DYNAMO_FALLBACK = False  # every model exported by the TorchScript exporter at opset 17, or failed
@@ -42,9 +42,6 @@ DYNAMO_FALLBACK = False  # every model exported by the TorchScript exporter at o
 SPECS = SpecList()
 timm, hf, dec = SPECS.timm, SPECS.hf, SPECS.dec
 
-BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)  # BERT-base body
-DEBERTA_V3 = dict(relative_attention=True, position_buckets=256, norm_rel_ebd="layer_norm", share_att_key=True,
-                  pos_att_type=["p2c", "c2p"], max_relative_positions=-1, position_biased_input=False)
 
 # ---- timm CNNs, MobileNet-small to ResNet-101 size (published configurations, their native resolutions)
 timm("resnet101", "resnet", "cnn", 224, 1)
