@@ -23,7 +23,7 @@ from hase.measure.types import MeasureSettings, ModelSource
 from hase.profiling import decompose as profile
 from hase.profiling.gpu.attribute import GPU_BUSY_US, attribute
 from hase.profiling.gpu.cpu_preferred import split_cpu_nodes
-from hase.profiling.names import Signature, align_names, profiled_signatures
+from hase.profiling.names import align_names, kernel_signature, profiled_signatures
 from hase.profiling.run import ProfileResult, profile_model
 from hase.runtime import sessions
 from hase.runtime.profile import CPU_PROVIDER, MEMCPY_OPS
@@ -85,7 +85,7 @@ def measure_model(model: onnx.ModelProto, src: ModelSource, nodes: list[KernelNo
     kernel_of = {n.node_name: n.spec.kernel_id for n in nodes}
     source = profile.node_spans(events).groupby(profile.NODE_NAME)[profile.SPAN_SOURCE].first().to_dict()
     # the profiled session names some nodes (ReorderOutput) unlike the session that split the model
-    names = align_names(profiled_signatures(events), {n.node_name: node_signature(n) for n in nodes})
+    names = align_names(profiled_signatures(events), {n.node_name: kernel_signature(n.spec) for n in nodes})
     spans = [{"model_id": model_id, **_span_columns(r, kernel_of, source, gpu_busy, names), **meta}
              for r in summary.to_dict("records") if str(r[profile.NODE_NAME]) in names]
     row = {
@@ -114,12 +114,6 @@ def _gpu_busy_us(res: ProfileResult, skip_runs: int) -> dict[str, float]:
         return {}
     nodes = attribute(res.events, res.gpu.records, res.gpu.clock, skip_runs).nodes
     return dict(zip(nodes[profile.NODE_NAME].astype(str), nodes[GPU_BUSY_US].astype(float), strict=True))
-
-
-def node_signature(node: KernelNode) -> Signature:
-    """A kernel graph node's op type and first output shape (`hase.profiling.names`)."""
-    outs = node.spec.outputs
-    return node.spec.op_type, tuple(outs[0].shape) if outs else None
 
 
 def _span_columns(r: dict[Any, Any], kernel_of: dict[str, str], source: dict[Any, Any],

@@ -31,6 +31,7 @@ from hase.predict import residency
 from hase.predict.bundle import PredictorBundle, load_bundle, predictor_dir
 from hase.predict.calibration import Calibration
 from hase.predict.predictor import KEY, SOURCE, SOURCE_OP, KernelPredictor
+from hase.profiling.names import kernel_signature
 
 if TYPE_CHECKING:  # pragma: no cover - pandas loads only for `ModelEstimate.frame`
     import pandas as pd
@@ -222,7 +223,7 @@ def estimate_graph(path: str | Path, kg: KernelGraph, bundle: PredictorBundle, t
     cal = bundle.calibration(target)
     c = compose([n.spec for n in nodes], bundle.predictors[target], cal)
     kernels = tuple(KernelPrediction(n.node_name, n.spec.kernel_id, n.spec.op_type, key, source, float(ms),
-                                     float(roof), side, tuple(n.spec.outputs[0].shape) if n.spec.outputs else None)
+                                     float(roof), side, kernel_signature(n.spec)[1])
                     for n, key, source, ms, roof, side in zip(nodes, c.keys, c.sources, c.pred_ms, c.roofline_ms,
                                                                c.clamped, strict=True))
     t2 = time.perf_counter()

@@ -19,12 +19,13 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from hase.kernels.types import KernelSpec
 from hase.runtime import profile
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Signature", "align_names", "profiled_signatures"]
+__all__ = ["Signature", "align_names", "kernel_signature", "profiled_signatures"]
 
 #: a node's op type and the shape of its first output (None where the profile recorded no shape)
 Signature = tuple[str, tuple[int, ...] | None]
@@ -38,6 +39,11 @@ def _first_shape(text: str) -> tuple[int, ...] | None:
         return tuple(int(d) for d in shape)
     except (ValueError, TypeError, IndexError, AttributeError):
         return None
+
+
+def kernel_signature(spec: KernelSpec) -> Signature:
+    """A kernel graph node's signature: its op type and first output shape."""
+    return spec.op_type, tuple(spec.outputs[0].shape) if spec.outputs else None
 
 
 def profiled_signatures(events: pd.DataFrame) -> dict[str, Signature]:
