@@ -53,5 +53,6 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    """The module's names and the API's, loaded or not (for `dir(hase)`, completion and `help(hase)`)."""
-    return sorted({*globals(), *__all__})
+    """The public API, loaded or not (for `dir(hase)` and completion): not the helpers this module imports
+    (`Any`, `TYPE_CHECKING`, `annotations`) nor the submodules loaded so far."""
+    return sorted(__all__)

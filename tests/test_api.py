@@ -81,6 +81,14 @@ def test_every_public_name_is_exported_and_documented() -> None:
         hase.estimate  # noqa: B018 - one verb for one idea: predict
 
 
+def test_dir_of_hase_is_the_public_api_only() -> None:
+    """Issue 30: `dir(hase)` listed `Any`, `TYPE_CHECKING` and `annotations`, the imports of `hase/__init__.py`."""
+    names = dir(hase)  # `hase.cli`, imported above, is an attribute of the package, not its API
+    assert names == sorted(hase.__all__)
+    assert not {"Any", "TYPE_CHECKING", "annotations", "cli", "api", "version"} & set(names)
+    assert all(getattr(hase, name) is not None for name in hase.__all__)
+
+
 # ---------------------------------------------------------------- predict
 
 

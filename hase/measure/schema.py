@@ -63,6 +63,9 @@ SCHEMA: dict[str, tuple[list[str], list[str]]] = {
     "hosts": ([HOST_FP, "fingerprint_json", "first_seen"], [HOST_FP]),
     "signatures": (["device", HOST_FP, "signature_json", "measured_at"], ["device", HOST_FP]),
 }
+#: tables that hold one measurement of a device config, written by one job (`fixed:empty_kernel`, `peaks:host`): a job
+#: measured again (its done-marker gone, its rows kept) replaces all of the device's rows, never adds beside them
+PER_DEVICE_TABLES = ("fixed_costs", "device_peaks")
 REAL_COLS = {*TIMING_COLS, *DECOMP_COLS, "span_ms", "kernel_time_ms", "measured_at", "at", "finished_at",
              "latency_ms", "block_spread", "canary_ms", "canary_ratio", "value"}
 INT_COLS = {"n_runs", "n_onnx_nodes", "n_kernel_nodes", "n_unique_kernels", "node_idx", "intra_op_threads",

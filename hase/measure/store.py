@@ -22,6 +22,7 @@ columns `hase.runtime.types.DEVICE_META_COLS`, filled by `hase.runtime.sessions.
 - fixed_costs:         per-run cost of an empty kernel per device (the invocation overhead).
 - device_peaks:        the host's peaks per device (`hase.measure.peaks`): GEMM FLOP/s, bandwidth per memory level,
                        per-call overhead, one row per figure (empty in stores older than schema version 4).
+                       These two hold one measurement per device: measured again, it replaces the device's rows.
 - skips:               jobs that could not be measured, with the reason and the hash of the settings they
                        failed under (a skip under other settings is retried).
 - jobs:                done-markers (`kernel:<kernel_id>`, `model:<sha256>`); a job present here is never run again.
@@ -275,11 +276,17 @@ class Store:
 
     def commit_job(self, job: str, device: str, rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> bool:
         """A job's rows and its done-marker in one transaction, and its earlier skip cleared; False (nothing
-        written) when another writer finished the job first — the done-marker is re-checked under the lock."""
+        written) when another writer finished the job first — the done-marker is re-checked under the lock.
+
+        Rows of a `schema.PER_DEVICE_TABLES` table replace the device's earlier ones there (a store whose jobs
+        were emptied but not its peaks measures them again), in the same transaction.
+        """
         with self.transaction():
             if self.is_done(job, device):
                 return False
             for table, table_rows in rows.items():
+                if table in schema.PER_DEVICE_TABLES:
+                    self.conn.execute(f"DELETE FROM {table} WHERE device=?", (device,))
                 self.insert(table, table_rows)
             self.conn.execute("DELETE FROM skips WHERE job=? AND device=?", (job, device))
             self.mark_done(job, device)

@@ -42,6 +42,35 @@ def test_skips_are_recorded_once(tmp_path):
         assert s.has_skip("kernel:x", "cpu") and s.counts()["skips"] == 1
 
 
+def test_collect_into_a_store_whose_jobs_are_gone_but_not_its_peaks(tmp_path):
+    """Issue 30: the jobs emptied, the empty kernel's cost and the peaks kept: collect measures both again and
+    replaces the device's rows (a stale metric of the device goes too; another device's peaks stay) instead of
+    failing on `UNIQUE constraint failed: device_peaks.device, device_peaks.metric`."""
+    from collect_cases import FAST
+
+    from hase.measure import collect as coll
+
+    cfg_path = tmp_path / "devices.toml"
+    cfg_path.write_text(FAST)
+    cfg = coll.load_collect_config(cfg_path)
+    device = cfg.devices[0].name
+    with Store(tmp_path / "s.sqlite") as s:
+        coll.collect([], cfg, s)
+        before = s.table("device_peaks")
+        with s.transaction() as conn:
+            conn.execute("DELETE FROM jobs")
+            s.insert("device_peaks", [{"device": device, "metric": "bandwidth_stale", "value": 1.0},
+                                      {"device": "other", "metric": "gemm_flops_per_s", "value": 2.0}])
+        coll.collect([], cfg, s)
+        after, fixed = s.table("device_peaks"), s.table("fixed_costs")
+        assert s.is_done("peaks:host", device) and s.is_done("fixed:empty_kernel", device)
+    mine = after[after.device == device]
+    assert sorted(mine.metric) == sorted(before.metric)  # the device's peaks, all measured anew, nothing beside them
+    assert (mine.measured_at > before.measured_at.max()).all()
+    assert after[after.device == "other"].value.tolist() == [2.0]
+    assert fixed.device.tolist() == [device]
+
+
 def test_missing_or_foreign_store(tmp_path):
     with pytest.raises(HaseError, match="run `make collect` first"):
         Store(tmp_path / "none.sqlite", readonly=True)
