@@ -29,7 +29,7 @@ REPORT ?= reports
 DEVSET ?= models/dev
 DEVSET_OUT ?= reports/devset
 
-.PHONY: setup demo test test-fast lint typecheck zoo collect refine train train-gpu report bench clean devset devset-eval devset-dynamic devset-sweep predictors-with-devsets
+.PHONY: setup demo test test-fast lint typecheck zoo collect refine train train-gpu report bench clean devset devset-build devset-eval devset-dynamic devset-sweep predictors-with-devsets
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -98,42 +98,29 @@ train-gpu: setup
 devset:
 	bash ../shared/models/devset/build.sh $(DEVSET)
 
-# Further dev sets, each built by benchmarks/devsetN/build.sh into $(DEVSETN) (git-ignored; see each README).
-# Self-contained: they do not read ../shared, so they build in a fresh clone too; all reuse DEVSET_VENV
-# (/tmp/devset-venv) or make it from the package registry (CPU torch), and devset2's exporter (TorchScript, opset 17).
-# - devset2: 72 models of families the first lacks, split into check/ and a frozen heldout/ (about 11 min, 5.4 GB);
-# - devset3 to devset7: 24-36 models each of families none of the earlier sets has, ALL held out: never tune on one or
-#   look at its per-model errors; score it once per shipped predictor (about 5 min, ~3 GB each, 2 cores).
-#   devset3 to devset7 are spent (scored, devset6 and devset7 once each on 2026-11-27); devset8 to devset10
-#   (mainstream families at their full published sizes, other models and shapes in each, ALL held out) were scored
-#   once each on the evening of 2026-11-27, devset11 (made the same way, other models and shapes again, ALL held
-#   out) once that night: all spent, the next shipped predictor needs a twelfth.
-DEVSET2 ?= models/dev2
-DEVSET3 ?= models/dev3
-DEVSET4 ?= models/dev4
-DEVSET5 ?= models/dev5
-DEVSET6 ?= models/dev6
-DEVSET7 ?= models/dev7
-DEVSET8 ?= models/dev8
-DEVSET9 ?= models/dev9
-DEVSET10 ?= models/dev10
-DEVSET11 ?= models/dev11
-.PHONY: devset2 devset3 devset4 devset5 devset6 devset7 devset8 devset9 devset10 devset11
-devset2 devset3 devset4 devset5 devset6 devset7 devset8 devset9 devset10 devset11: devset%:
-	bash benchmarks/devset$*/build.sh $(DEVSET$*)
+# The later dev sets (2 to 11), one table each in benchmarks/devsets/specs/: `make devset-build SET=11` builds one into
+# models/dev$(SET) (git-ignored) from the package registry, not ../shared. Set 2's check part is for tuning; every
+# held-out part is spent except set 2's frozen heldout/ (benchmarks/devsets/README.md says which set is what).
+SET ?=
+SET_OUT ?= models/dev$(SET)
+devset-build:
+	@test -n "$(SET)" || { echo "usage: make devset-build SET=N (a table of benchmarks/devsets/specs/)"; exit 2; }
+	bash benchmarks/devsets/build.sh $(SET) $(SET_OUT)
 
 devset-eval: setup
 	$(HASE) evaluate --devset $(DEVSET) --device cpu-1t --out $(DEVSET_OUT)
 
 # Predictors trained with real graphs too (the shipped cpu-mt; the shipped cpu-1t is `make train`'s, which scored
-# better on the frozen sets, docs/results.md): the store of `make collect` plus the real models of $(DEVSET) and $(DEVSET2)/check (never its
-# heldout/) as families of their kind, collected into a copy of the store and trained with leave-family-out over
-# both (benchmarks/lofo_with_devset.py; needs `make devset devset2 devset-eval`, whose devset.csv names the first dev
-# set's groups). Writes $(LOFO)/predictors/<device>; read its figures, then copy it into hase/predictors/ by hand.
+# better on the frozen sets, docs/results.md): the store of `make collect` plus the real models of $(DEVSET) and
+# $(DEVSET2_CHECK) (never dev2's heldout/) as families of their kind, collected into a copy of the store and trained
+# with leave-family-out over both (benchmarks/lofo_with_devset.py; needs `make devset devset-build SET=2 devset-eval`,
+# whose devset.csv names the first dev set's groups). Writes $(LOFO)/predictors/<device>; read its figures, then copy
+# it into hase/predictors/ by hand.
 LOFO ?= data/lofo
+DEVSET2_CHECK ?= models/dev2/check
 predictors-with-devsets: setup
 	for d in cpu-1t cpu-mt; do $(BIN)/python benchmarks/lofo_with_devset.py --store $(STORE) --device $$d \
-	  --models $(DEVSET2)/check --models $(DEVSET) --groups $(DEVSET_OUT)/devset.csv --out $(LOFO) || exit 1; done
+	  --models $(DEVSET2_CHECK) --models $(DEVSET) --groups $(DEVSET_OUT)/devset.csv --out $(LOFO) || exit 1; done
 
 # Batch sweep: symbolic-batch copies of the devset's quick models (those whose batch can be freed) plus text encoders
 # exported with symbolic batch and sequence (benchmarks/export_dynamic.py, in the devset's venv), each predicted and

@@ -1,32 +1,25 @@
 #!/usr/bin/env python3
-"""Build the second development set (benchmarks/devset2/specs.py) into OUT, split into `check` and `heldout`.
+"""Build one of the later development sets (its table, specs/devNN.csv) into OUT, one folder a part.
 
 Every model is a third-party architecture (timm or transformers) built from its library config with random weights
 (nothing downloaded from a model hub), BatchNorm statistics set from two train-mode passes over random input,
 exported with `torch.onnx.export` (TorchScript exporter, opset 17, static shapes; the dynamo exporter at opset 18
-only as a fallback), checked with onnx.checker, run once in ONNX Runtime and compared with torch, then timed roughly
-(ONNX Runtime CPU, 1 thread; re-measure before relying on it).
+only as a fallback, for the rows whose `dynamo_fallback` is true), checked with onnx.checker, run once in ONNX Runtime
+and compared with torch, then timed roughly (ONNX Runtime CPU, 1 thread; re-measure before relying on it).
 
-    python benchmarks/devset2/export.py --out models/dev2            # everything (normally via build.sh)
-    python benchmarks/devset2/export.py --out models/dev2 --only NAME,NAME
-    python benchmarks/devset2/export.py --list                       # the specs, their family and part
-    python benchmarks/devset2/export.py --write-split                # add new specs to split.csv (never moves one)
-    python benchmarks/devset2/export.py --specs benchmarks/devset3/specs.py --out models/dev3   # another spec list
+    python benchmarks/devsets/export.py --set 11 --out models/dev11        # everything (normally via build.sh)
+    python benchmarks/devsets/export.py --set 11 --out models/dev11 --only NAME,NAME
+    python benchmarks/devsets/export.py --set 2 --list                     # the specs, their family and part
+    python benchmarks/devsets/export.py --specs my_table.csv --out OUT     # a table not (yet) in specs/
 
-`--specs FILE` reads another spec list (default: this folder's specs.py, the second dev set). A spec list whose
-module sets `PART` (the third dev set: `PART = "heldout"`) puts every model in that part and needs no split.csv; one
-that sets `DYNAMO_FALLBACK = False` keeps every model on the TorchScript exporter (opset 17).
-
-Writes OUT/<part>/<name>.onnx, OUT/<part>/models.tsv (one folder per part, each usable as
+The table's `part` column puts each model in `check` or `heldout` (the second set's split, frozen; every later set is
+all held out). Writes OUT/<part>/<name>.onnx, OUT/<part>/models.tsv (one folder per part, each usable as
 `hase evaluate --devset OUT/<part>`), OUT/models.tsv (all parts, `file` relative to OUT), OUT/failed.tsv (name,
 family, reason) and OUT/logs/<name>.json (everything recorded about one export).
 """
 from __future__ import annotations
 
 import argparse
-import csv
-import hashlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -38,83 +31,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from specs import SPEC_BY_NAME, SPECS, Spec  # noqa: E402
+from specs import PARTS, Spec, TensorLiteral, read_table, table_of  # noqa: E402
 
 OPSET = 17
-SPLIT_CSV = HERE / "split.csv"
-SPLIT_SALT = "hase-devset2-v1"
-PARTS = ("check", "heldout")
 MAX_MB = 400.0
-FIXED_PART: str | None = None  # set by --specs from a spec list whose module has PART: every model in that part
-DYNAMO_FALLBACK = True  # a spec list whose module sets DYNAMO_FALLBACK = False fails a model TorchScript cannot export
-
-
-def use_specs(path: str) -> None:
-    """Read the specs from another spec list (a specs.py like this folder's; it may import this folder's `specs`).
-    If it sets PART, every model goes to that part and split.csv is not used; if it sets DYNAMO_FALLBACK = False, a
-    model the TorchScript exporter cannot export fails instead of falling back to the dynamo exporter."""
-    global SPECS, SPEC_BY_NAME, FIXED_PART, DYNAMO_FALLBACK  # noqa: PLW0603  (the spec list the CLI chose)
-    spec = importlib.util.spec_from_file_location("devset_specs", Path(path).resolve())
-    assert spec and spec.loader, path
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["devset_specs"] = mod
-    spec.loader.exec_module(mod)
-    SPECS, SPEC_BY_NAME = mod.SPECS, mod.SPEC_BY_NAME
-    FIXED_PART = getattr(mod, "PART", None)
-    DYNAMO_FALLBACK = getattr(mod, "DYNAMO_FALLBACK", True)
-    if FIXED_PART is not None and FIXED_PART not in PARTS:
-        raise SystemExit(f"{path}: PART {FIXED_PART!r} is not one of {PARTS}")
-
-
-# ------------------------------------------------------------------ the split (frozen once written)
-
-
-def _rank(family: str) -> str:
-    return hashlib.sha256(f"{SPLIT_SALT}:{family}".encode()).hexdigest()
-
-
-def proposed_parts(specs: list[Spec]) -> dict[str, str]:
-    """family -> part: within each kind, families ordered by a fixed hash and dealt alternately, so both parts get
-    about half of every kind and a family never straddles the parts."""
-    out: dict[str, str] = {}
-    kinds: dict[str, list[str]] = {}
-    for s in specs:
-        fams = kinds.setdefault(s.kind, [])
-        if s.family not in fams:
-            fams.append(s.family)
-    for kind in sorted(kinds):
-        for i, fam in enumerate(sorted(kinds[kind], key=_rank)):
-            out[fam] = PARTS[i % 2] if _rank(kind)[0] < "8" else PARTS[(i + 1) % 2]
-    return out
-
-
-def read_split() -> dict[str, dict[str, str]]:
-    if FIXED_PART is not None:
-        return {s.name: dict(name=s.name, family=s.family, kind=s.kind, part=FIXED_PART) for s in SPECS}
-    if not SPLIT_CSV.is_file():
-        return {}
-    with open(SPLIT_CSV, newline="") as f:
-        return {r["name"]: r for r in csv.DictReader(f)}
-
-
-def write_split() -> int:
-    """Add the specs split.csv lacks (a family already split keeps its part); never moves or drops a row."""
-    rows = read_split()
-    fam_part = {r["family"]: r["part"] for r in rows.values()}
-    new = [s for s in SPECS if s.name not in rows]
-    proposal = proposed_parts(SPECS)
-    for s in new:
-        part = fam_part.setdefault(s.family, proposal[s.family])
-        rows[s.name] = dict(name=s.name, family=s.family, kind=s.kind, part=part)
-    with open(SPLIT_CSV, "w", newline="") as f:
-        w = csv.DictWriter(f, ["name", "family", "kind", "part"], lineterminator="\n")
-        w.writeheader()
-        for r in rows.values():
-            w.writerow({k: r[k] for k in ["name", "family", "kind", "part"]})
-    print(f"{SPLIT_CSV}: {len(new)} added, {len(rows)} in all "
-          f"({sum(r['part'] == 'check' for r in rows.values())} check, "
-          f"{sum(r['part'] == 'heldout' for r in rows.values())} heldout)")
-    return 0
 
 
 # ------------------------------------------------------------------ building one model
@@ -185,6 +105,7 @@ def build(s: Spec):
     if s.sub:
         m = getattr(m, s.sub)()
     names = [n for n, *_ in s.inputs]
+    call_kwargs = {k: torch.tensor(v.data) if isinstance(v, TensorLiteral) else v for k, v in s.call_kwargs.items()}
 
     class Plain(torch.nn.Module):
         """Inputs by position (as the exporter passes them), one tensor out."""
@@ -194,7 +115,7 @@ def build(s: Spec):
             self.m = m
 
         def forward(self, *args):
-            out = self.m(**dict(zip(names, args, strict=True)), **s.call_kwargs)
+            out = self.m(**dict(zip(names, args, strict=True)), **call_kwargs)
             if isinstance(out, torch.Tensor):  # a model that returns a bare tensor (a vocoder)
                 return out
             return getattr(out, s.attr) if s.attr and hasattr(out, s.attr) else out[0]
@@ -248,13 +169,12 @@ def set_bn_stats(model, s: Spec) -> int:
     return len(bns)
 
 
-def export_one(name: str, out: Path) -> dict:  # noqa: PLR0912, PLR0915  (one linear recipe)
+def export_one(s: Spec, out: Path) -> dict:  # noqa: PLR0912, PLR0915  (one linear recipe)
     """Export and verify one model into out/<part>/; record everything in out/logs/<name>.json."""
     import numpy as np
     import torch
 
-    s = SPEC_BY_NAME[name]
-    part = read_split()[name]["part"]
+    name, part = s.name, s.part
     path = out / part / f"{name}.onnx"
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
@@ -290,7 +210,7 @@ def export_one(name: str, out: Path) -> dict:  # noqa: PLR0912, PLR0915  (one li
         ref = ref[0] if isinstance(ref, (tuple, list)) else ref
         names = [n for n, *_ in s.inputs]
         errors = []
-        for dynamo in (False, True) if DYNAMO_FALLBACK else (False,):
+        for dynamo in (False, True) if s.dynamo_fallback else (False,):
             try:
                 path.unlink(missing_ok=True)
                 with torch.no_grad():
@@ -396,9 +316,9 @@ def load(out: Path, name: str) -> dict | None:
     return json.loads(p.read_text()) if p.is_file() else None
 
 
-def write_tables(out: Path) -> tuple[list[dict], list[dict]]:
+def write_tables(out: Path, specs: list[Spec]) -> tuple[list[dict], list[dict]]:
     ok, failed = [], []
-    for s in SPECS:
+    for s in specs:
         r = load(out, s.name)
         if r is None:
             continue
@@ -415,7 +335,7 @@ def write_tables(out: Path) -> tuple[list[dict], list[dict]]:
                 f.write("\t".join(str(r.get(c, "")) for c in COLS) + "\n")
 
     tsv(out / "models.tsv", ok)
-    for part in PARTS if FIXED_PART is None else (FIXED_PART,):
+    for part in [p for p in PARTS if any(s.part == p for s in specs)]:
         (out / part).mkdir(parents=True, exist_ok=True)
         tsv(out / part / "models.tsv", [r for r in ok if r["part"] == part], base=f"{part}/")
     with open(out / "failed.tsv", "w") as f:
@@ -428,46 +348,43 @@ def write_tables(out: Path) -> tuple[list[dict], list[dict]]:
 
 def main() -> int:  # noqa: PLR0912, PLR0915
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default="models/dev2")
+    which = ap.add_mutually_exclusive_group(required=True)
+    which.add_argument("--set", help="the dev set's number (its table is specs/devNN.csv)")
+    which.add_argument("--specs", help="a spec table (CSV, specs.py's columns) not in specs/")
+    ap.add_argument("--out", default=None, help="output folder (default models/dev<set>)")
     ap.add_argument("--only", default=None, help="comma-separated model names")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # export one model in this process
     ap.add_argument("--list", action="store_true")
-    ap.add_argument("--write-split", action="store_true")
     ap.add_argument("--measure-only", action="store_true", help="only (re)time the exports already there")
     ap.add_argument("--skip-existing", action="store_true", help="keep models already exported and verified")
     ap.add_argument("--timeout", type=int, default=600, help="per-model export timeout (s)")
-    ap.add_argument("--specs", default=None, help="another spec list (a specs.py; default: this folder's)")
     a = ap.parse_args()
-    if a.specs:
-        use_specs(a.specs)
-
-    if a.write_split:
-        if FIXED_PART is not None:
-            ap.error(f"{a.specs} puts every model in {FIXED_PART!r}: it has no split to write")
-        return write_split()
-    split = read_split()
-    missing = [s.name for s in SPECS if s.name not in split]
-    if missing:
-        print(f"not in {SPLIT_CSV.name} (run --write-split, then commit it): {missing}", file=sys.stderr)
-        return 2
+    try:
+        table = table_of(a.set) if a.set else Path(a.specs)
+        specs = read_table(table)
+    except (ValueError, OSError) as e:
+        ap.error(str(e))
+    by_name = {s.name: s for s in specs}
     if a.list:
-        for s in SPECS:
-            print(f"{s.name}\t{s.family}\t{s.kind}\t{split[s.name]['part']}\t{inputs_str(s.inputs)}\t{s.source}")
+        for s in specs:
+            print(f"{s.name}\t{s.family}\t{s.kind}\t{s.part}\t{inputs_str(s.inputs)}\t{s.source}")
         return 0
-    out = Path(a.out)
+    if a.out is None and not a.set:
+        ap.error("--specs needs --out")
+    names = [s.name for s in specs]
+    if a.only:
+        names = [n.strip() for n in a.only.split(",") if n.strip()]
+        bad = [n for n in names if n not in by_name]
+        if bad:
+            print(f"unknown model names: {bad} (not in {table})", file=sys.stderr)
+            return 2
+    out = Path(a.out or f"models/dev{int(a.set)}")
     (out / "logs").mkdir(parents=True, exist_ok=True)
     if a.one:
-        r = export_one(a.one, out)
+        r = export_one(by_name[a.one], out)
         print(json.dumps({k: v for k, v in r.items() if k != "trace"}))
         return 0 if r["ok"] else 1
 
-    names = [s.name for s in SPECS]
-    if a.only:
-        names = [n.strip() for n in a.only.split(",") if n.strip()]
-        bad = [n for n in names if n not in SPEC_BY_NAME]
-        if bad:
-            print("unknown model names:", bad, file=sys.stderr)
-            return 2
     t_all = time.time()
     if not a.measure_only:
         for i, name in enumerate(names, 1):
@@ -477,17 +394,16 @@ def main() -> int:  # noqa: PLR0912, PLR0915
                 continue
             t = time.time()
             try:
-                p = subprocess.run([sys.executable, __file__, "--one", name, "--out", str(out),
-                                *(["--specs", a.specs] if a.specs else [])], check=False,
-                                   capture_output=True, text=True, timeout=a.timeout)
+                p = subprocess.run([sys.executable, __file__, "--one", name, "--out", str(out), "--specs", str(table)],
+                                   check=False, capture_output=True, text=True, timeout=a.timeout)
                 rc, tail = p.returncode, (p.stdout + p.stderr)[-1500:]
             except subprocess.TimeoutExpired:
                 rc, tail = -1, f"timed out after {a.timeout} s"
             r = load(out, name)
             if rc not in (0, 1) or r is None or r.get("total_s") is None:
-                s = SPEC_BY_NAME[name]
-                r = dict(name=name, family=s.family, kind=s.kind, part=split[name]["part"], source=s.source,
-                         file=f"{split[name]['part']}/{name}.onnx", ok=False,
+                s = by_name[name]
+                r = dict(name=name, family=s.family, kind=s.kind, part=s.part, source=s.source,
+                         file=f"{s.part}/{name}.onnx", ok=False,
                          error=f"export process exited with {rc}: {tail[-600:]}")
                 (out / "logs" / f"{name}.json").write_text(json.dumps(r, indent=1))
                 (out / r["file"]).unlink(missing_ok=True)
@@ -502,7 +418,7 @@ def main() -> int:  # noqa: PLR0912, PLR0915
         if not r or not r.get("ok"):
             continue
         try:
-            med, lo, hi, n = time_model(out / r["file"], SPEC_BY_NAME[name])
+            med, lo, hi, n = time_model(out / r["file"], by_name[name])
             r.update(ort_cpu_1t_median_ms=round(med, 3), ort_cpu_1t_min_ms=round(lo, 3), ort_cpu_1t_max_ms=round(hi, 3),
                      timed_runs=n)
             print(f"[time] {name}: {med:.1f} ms", flush=True)
@@ -510,7 +426,7 @@ def main() -> int:  # noqa: PLR0912, PLR0915
             r.update(ok=False, error=f"timing failed: {type(e).__name__}: {str(e)[:500]}")
             print(f"[time] {name}: FAILED {r['error']}", flush=True)
         (out / "logs" / f"{name}.json").write_text(json.dumps(r, indent=1))
-    ok, failed = write_tables(out)
+    ok, failed = write_tables(out, specs)
     by_part = {p: sum(r["part"] == p for r in ok) for p in PARTS}
     print(f"\n{len(ok)} models ok ({by_part['check']} check, {by_part['heldout']} heldout), {len(failed)} failed, "
           f"{time.time() - t_all:.0f} s -> {out}/models.tsv, {out}/failed.tsv")
