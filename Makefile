@@ -19,8 +19,9 @@ else
   OTHER := onnxruntime-gpu
 endif
 
-# What the demo writes stays out of git (.gitignore): the store, the predictors it trains, its report. The predictor
-# shipped with Hase is package data (hase/predictors/, never written by training); its report is docs/reference-report/.
+# What `make collect train report` (and `make demo`, below) writes stays out of git (.gitignore): the store, the
+# predictors, the report. The predictor shipped with Hase is package data (hase/predictors/, never written by
+# training); its report is docs/reference-report/.
 PREDICTORS ?= data/predictors
 REPORT ?= reports
 
@@ -44,10 +45,35 @@ $(VENV)/.installed-$(EP): pyproject.toml | $(BIN)/activate
 
 setup: $(VENV)/.installed-$(EP)
 
-demo: setup collect train report
-	@echo "Done: measurements in $(STORE), predictors in $(PREDICTORS), report in $(REPORT)/report.html (all git-ignored)."
-	@echo "Try: $(HASE) predict model_zoo/zoo_small/resnet_d18_w0.5_r64_b1.onnx --predictors $(PREDICTORS)"
-	@echo "     (without --predictors, hase predict uses the predictor shipped with Hase; see $(HASE) predictors)"
+# `make demo`: the whole path on a small zoo in under 10 minutes on 2 cores, ending in predictions to check. It measures
+# configs/zoo_demo.toml on cpu-1t alone into its own store, trains and reports on it, predicts the three exported test
+# models with that predictor and with the shipped one and runs each here (predicted vs measured), and compares this
+# host with the shipped predictor's machine. All it writes is git-ignored; the full path (both device configurations,
+# the full zoo, an adaptive round) is `make collect train report`.
+DEMO_ZOO ?= configs/zoo_demo.toml
+DEMO_DEVICE ?= cpu-1t
+DEMO_STORE ?= data/demo.sqlite
+DEMO_PREDICTORS ?= data/predictors-demo
+DEMO_REPORT ?= reports/demo
+DEMO_MODELS ?= $(sort $(wildcard tests/data/models/*.onnx))
+SHIPPED := hase/predictors
+demo:
+	@echo "== demo 1/7: virtual environment and install in $(VENV) (first run only: about 1-3 min)"
+	@$(MAKE) --no-print-directory setup
+	@echo "== demo 2/7: build the demo zoo ($(DEMO_ZOO)) and measure it on $(DEMO_DEVICE) into $(DEMO_STORE), about 2-3 min"
+	$(HASE) collect --zoo $(DEMO_ZOO) --devices $(DEVICE) --device $(DEMO_DEVICE) --store $(DEMO_STORE)
+	@echo "== demo 3/7: train a $(DEMO_DEVICE) predictor on it into $(DEMO_PREDICTORS), about 1-1.5 min"
+	$(HASE) train --store $(DEMO_STORE) --out $(DEMO_PREDICTORS) --config configs/predictor.toml --device $(DEMO_DEVICE)
+	@echo "== demo 4/7: its report, $(DEMO_REPORT)/report.html, about 10 s"
+	$(HASE) evaluate --store $(DEMO_STORE) --predictors $(DEMO_PREDICTORS) --device $(DEMO_DEVICE) --out $(DEMO_REPORT)
+	@echo "== demo 5/7: the exported test models predicted by the demo predictor, then run here, about 10 s"
+	$(HASE) predict $(DEMO_MODELS) --measure --predictors $(DEMO_PREDICTORS) --device $(DEMO_DEVICE)
+	@echo "== demo 6/7: the same models predicted by the predictor shipped with Hase ($(SHIPPED)/), then run here, about 10 s"
+	$(HASE) predict $(DEMO_MODELS) --measure --predictors $(SHIPPED) --device $(DEMO_DEVICE)
+	@echo "== demo 7/7: this host against the shipped predictor's machine, op family by op family, about 20 s"
+	$(HASE) host check --device $(DEMO_DEVICE) --predictors $(SHIPPED)
+	@echo "Done: measurements in $(DEMO_STORE), the demo predictor in $(DEMO_PREDICTORS), its report in $(DEMO_REPORT)/report.html (all git-ignored)."
+	@echo "Next: $(HASE) predict MODEL.onnx [--measure]; a predictor of your own from the full zoo: make collect train report (35-60 min on the 2-core VM the shipped predictors come from)."
 
 test: setup
 	$(BIN)/python -m pytest -q
@@ -140,4 +166,4 @@ bench: setup
 	$(BIN)/python benchmarks/bench_pipeline.py
 
 clean:
-	rm -rf $(VENV) model_zoo/*/ data/*.sqlite* data/predictors reports .pytest_cache
+	rm -rf $(VENV) model_zoo/*/ data/*.sqlite* data/predictors data/predictors-demo reports .pytest_cache
