@@ -21,9 +21,14 @@ REPORTS = "reports"  # evaluation report of `hase evaluate` (git-ignored; Makefi
 REFERENCE_REPORT = "docs/reference-report"  # the committed report of the shipped predictor (README figures)
 ZOO_CONFIG = "configs/zoo_small.toml"  # model zoo description (Makefile ZOO)
 ZOO_DIR = "model_zoo"  # where zoo models are built, one folder per zoo config
+# The zoo config as package data (hase/configs/ links to configs/ in a checkout; a wheel holds copies): `hase adapt`
+# and `hase host survey` build their transfer set from it anywhere, into the user cache directory.
+PACKAGED_ZOO_CONFIG = Path(__file__).resolve().parent / "configs" / "zoo_small.toml"
 DEVICES_CONFIG = "configs/devices.toml"  # device configurations and timing settings (Makefile DEVICE)
 PREDICTOR_CONFIG = "configs/predictor.toml"  # forest hyper-parameters and training settings
 PIPELINE_EXAMPLE = "configs/pipeline_example.toml"  # the documented example pipeline config
+SURVEYS = "benchmarks/hosts"  # where a checkout keeps one committed survey per host (`hase host survey`)
+SURVEY_REAL = ("tests/data/models", "../shared/models/exported")  # a checkout's real models for a survey
 DEFAULT_DEVICE = "cpu-1t"  # the device configuration whose predictor ships in SHIPPED_PREDICTORS (Makefile report)
 
 
@@ -38,6 +43,18 @@ def user_data_dir() -> Path:
         xdg = os.environ.get("XDG_DATA_HOME", "")
         base = xdg if os.path.isabs(xdg) else str(Path.home() / ".local" / "share")  # XDG: relative is ignored
     return Path(base) / "hase"
+
+
+def user_cache_dir() -> Path:
+    """The platform's per-user cache directory for Hase (what can be built again, e.g. the transfer zoo):
+    `$XDG_CACHE_HOME/hase` (default `~/.cache/hase`) on Linux, `~/Library/Caches/hase` on macOS,
+    `%LOCALAPPDATA%\\hase\\cache` on Windows."""
+    if sys.platform == "win32":
+        return user_data_dir() / "cache"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "hase"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    return Path(xdg if os.path.isabs(xdg) else str(Path.home() / ".cache")) / "hase"
 
 
 def user_predictors_dir() -> Path:

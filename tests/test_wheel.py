@@ -80,6 +80,7 @@ def test_the_wheel_holds_the_shipped_predictors(wheel: Path):
     in_wheel = {n.split("/")[2] for n in names if n.startswith("hase/predictors/") and n.endswith(f"/{MANIFEST}")}
     assert sorted(in_wheel) == SHIPPED_DEVICES
     assert not any(n.startswith(("tests/", "data/", "docs/")) for n in names)
+    assert {"hase/configs/zoo_small.toml", "hase/configs/kernel_ranges.csv"} <= names  # the transfer set's zoo
 
 
 def test_the_installed_wheel_predicts_with_its_shipped_predictor(installed: Path, tmp_path: Path):
@@ -106,3 +107,19 @@ def test_the_installed_wheel_predicts_with_its_shipped_predictor(installed: Path
         (d, "shipped", package / "predictors" / d) for d in SHIPPED_DEVICES]  # every one the checkout ships
     assert all(e["error"] is None and e["acc10"] > 0 for e in listed)
     assert list(elsewhere.iterdir()) == []  # predicting wrote nothing into the working directory
+
+
+def test_the_installed_wheel_adapts_in_an_empty_folder_within_its_budget(installed: Path, tmp_path: Path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**clean_env(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}  # the transfer zoo is built there
+    hase = installed / ("hase.exe" if os.name == "nt" else "hase")
+    out = tmp_path / "adapted"
+    done = run([hase, "adapt", "--device", paths.DEFAULT_DEVICE, "--budget-s", "90", "--out", out, "--json"],
+               cwd=elsewhere, env=env)
+    result = json.loads(done.stdout)
+    assert result["name"].startswith(f"{paths.DEFAULT_DEVICE}@") and result["n_models"] >= 1
+    assert result["spent_s"] <= 90 + 10  # the budget, building the transfer set included, and the fit
+    assert (out / result["name"] / MANIFEST).is_file()
+    assert any((tmp_path / "cache" / "hase" / "zoo" / "zoo_small").glob("*.onnx"))
+    assert list(elsewhere.iterdir()) == []  # nothing written into the working directory

@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import json
-from collections.abc import Sequence
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +11,10 @@ from hase import paths
 from hase.commands.common import add_device_arg, add_json_arg, add_predictors_arg, stderr_console, stdout_console
 from hase.errors import HaseError
 from hase.measure.collect import dir_sources
-from hase.measure.types import ModelSource
 from hase.predict.adapt import AdaptResult, adapt
-from hase.predict.locate import check_not_shipped
-from hase.sampler.config import read_zoo
-from hase.zoo import ensure_zoo
-
-EXPORTED = Path("tests/data/models")  # real exported models of a checkout (never the devset's: those judge it)
+from hase.predict.locate import check_not_shipped, find_predictor
+from hase.predict.survey import adapt_from_survey, load_survey
+from hase.sampler.transfer import transfer_root, transfer_set
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,59 +35,43 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", metavar="DIR", default=None,
                    help=f"predictors root to write into (default: the user directory, {paths.USER_PREDICTORS_HELP})")
     p.add_argument("--models", metavar="DIR", action="append", default=None,
-                   help="transfer models: every .onnx of DIR (repeatable; default: tests/data/models, then the zoo "
-                        f"of {paths.ZOO_CONFIG} in {paths.ZOO_DIR}, built where missing)")
+                   help="transfer models: every .onnx of DIR (repeatable; default: the zoo of the config shipped "
+                        f"with Hase, built where missing into {paths.ZOO_DIR}/ in a checkout, else the user cache)")
+    p.add_argument("--survey", metavar="FILE", default=None,
+                   help="adapt from a host survey's measurements (`hase host survey`) instead of measuring here; "
+                        "written as <device>@<the surveyed host's digest>")
     add_json_arg(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Adapt, then print what was written and the in-sample scores before and after."""
+    """Adapt (from measurements made now, or from a survey's), then print what was written and the scores."""
     if args.out is not None:
         check_not_shipped(args.out)
-    sources = transfer_sources(args.models)
+    find_predictor(args.device, args.predictors, adapted=False)  # a wrong device fails before anything is built
     log = stderr_console()
-    result = adapt(args.device, sources, args.budget_s, args.out, args.predictors,
-                   progress=lambda msg: log.print(f"adapt: {msg}", markup=False, highlight=False))
+
+    def say(msg: str) -> None:
+        log.print(f"adapt: {msg}", markup=False, highlight=False)
+
+    if args.survey is not None:
+        if args.models:
+            raise HaseError("--survey and --models both name a transfer set: give one (a survey holds its own)")
+        result = adapt_from_survey(args.device, load_survey(args.survey), args.survey, args.out, args.predictors)
+    else:
+        t0 = time.perf_counter()
+        if args.models:
+            sources = [s for d in args.models for s in dir_sources(d, Path(d).name)]
+        else:
+            say(f"building the transfer set where missing ({transfer_root()})")
+            sources = transfer_set()
+        result = adapt(args.device, sources, args.budget_s, args.out, args.predictors, progress=say,
+                       started=t0)  # building the transfer set is part of the budget
     if args.json:
         print(json.dumps(result_dict(result), indent=1, default=str))
     else:
         print_result(result)
     return 0
-
-
-def transfer_sources(dirs: Sequence[str] | None) -> list[ModelSource]:
-    """The transfer set in measuring order: the given directories, else the checkout's exported test models and the
-    zoo (built where missing), its families taken in turn, smallest model first."""
-    if dirs:
-        return [s for d in dirs for s in dir_sources(d, Path(d).name)]
-    out = dir_sources(EXPORTED) if EXPORTED.is_dir() else []
-    zoo = Path(paths.ZOO_DIR) / Path(paths.ZOO_CONFIG).stem
-    if not (zoo / "index.csv").is_file():
-        if not Path(paths.ZOO_CONFIG).is_file():
-            if not out:
-                raise HaseError(f"no transfer models: neither {EXPORTED} nor {paths.ZOO_CONFIG} is here; give --models "
-                                f"DIR (small .onnx models, not the ones you will judge the predictor on)")
-            return out
-        for _ in ensure_zoo(read_zoo(paths.ZOO_CONFIG), paths.ZOO_DIR):
-            pass
-    return out + zoo_order(zoo)
-
-
-def zoo_order(zoo: Path) -> list[ModelSource]:
-    """The zoo's models, one family after another in turn (round robin), each family's smallest first."""
-    families: dict[str, list[tuple[int, ModelSource]]] = {}
-    with (zoo / "index.csv").open(newline="") as f:
-        for row in csv.DictReader(f):
-            src = ModelSource(row["name"], row["family"], zoo / row["file"])
-            families.setdefault(row["family"], []).append((int(row.get("size_bytes") or 0), src))
-    queues = [[s for _, s in sorted(v, key=lambda t: t[0])] for _, v in sorted(families.items())]
-    order: list[ModelSource] = []
-    while any(queues):
-        for q in queues:
-            if q:
-                order.append(q.pop(0))
-    return order
 
 
 def result_dict(r: AdaptResult) -> dict[str, Any]:

@@ -1,15 +1,28 @@
-"""`hase host show|check`: this machine's fingerprint, and its speed against the machine a predictor describes."""
+"""`hase host show|check|survey`: this machine's fingerprint, its speed against a predictor's machine, its survey."""
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
 
-from hase.commands.common import add_device_arg, add_json_arg, add_predictors_arg, stdout_console, titled_table
+from hase import paths
+from hase.commands.common import (
+    add_device_arg,
+    add_json_arg,
+    add_predictors_arg,
+    stderr_console,
+    stdout_console,
+    titled_table,
+)
 from hase.errors import HaseError
+from hase.files import check_output_file
+from hase.measure.collect import dir_sources
 from hase.measure.signature import (
     DEFAULT_BUDGET_S,
     DIFFERENT,
@@ -20,9 +33,12 @@ from hase.measure.signature import (
     compare,
     measure_signature,
 )
+from hase.measure.types import ModelSource
 from hase.predict.bundle import manifest_ep_config, read_manifest
 from hase.predict.locate import find_predictor
+from hase.predict.survey import DEFAULT_DEVICES, DEFAULT_TRANSFER_S, file_sha256, save_survey, survey_host
 from hase.runtime.host import host_fingerprint
+from hase.sampler.transfer import transfer_root, transfer_set
 
 MAX_BUDGET_S = 30.0
 
@@ -47,6 +63,28 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        help=f"seconds for the probes (default %(default)g, at most {MAX_BUDGET_S:g})")
     add_json_arg(check)
     check.set_defaults(func=run_check)
+    survey = actions.add_parser(
+        "survey", help="measure this host once into a small file: signature, transfer set, real models",
+        description="For each device configuration: the speed signature, the transfer set `hase adapt` measures "
+                    "(for --transfer-s seconds) and the real models (--real; three interleaved passes, the truth's "
+                    "noise kept), each model with the kernel graph ORT builds here. `hase adapt --survey FILE` "
+                    "adapts from it; benchmarks/cross_host.py scores predictors across surveyed hosts. A few "
+                    "minutes; see docs/host.md.")
+    survey.add_argument("--device", action="append", default=None,
+                        help=f"device configuration to survey (repeatable; default {' and '.join(DEFAULT_DEVICES)})")
+    add_predictors_arg(survey)
+    survey.add_argument("--transfer-s", type=float, default=DEFAULT_TRANSFER_S,
+                        help="seconds of transfer-set measurements per device configuration (default %(default)g)")
+    survey.add_argument("--real", metavar="DIR", action="append", default=None,
+                        help="real models to time: every .onnx of DIR (repeatable; default: those of "
+                             f"{' and '.join(paths.SURVEY_REAL)} that exist, the same file once)")
+    survey.add_argument("--models", metavar="DIR", action="append", default=None,
+                        help="transfer models: every .onnx of DIR (repeatable; default: the zoo of the config shipped "
+                             "with Hase, as `hase adapt` builds it)")
+    survey.add_argument("--out", metavar="FILE", default=None,
+                        help=f"survey file (default {paths.SURVEYS}/<digest>.survey.json.gz where {paths.SURVEYS}/ "
+                             "exists, else ./<digest>.survey.json.gz)")
+    survey.set_defaults(func=run_survey)
 
 
 def run_show(args: argparse.Namespace) -> int:
@@ -60,6 +98,71 @@ def run_show(args: argparse.Namespace) -> int:
     c.print(f"ISA: {' '.join(fp.isa) or 'none of those ONNX Runtime dispatches on'}", markup=False)
     c.print(f"caches: L1d {fp.l1d_kib} KiB, L2 {fp.l2_kib} KiB, L3 {fp.l3_kib} KiB; providers: "
             f"{', '.join(fp.ort_providers) or 'none'}", markup=False)
+    if Path(paths.SURVEYS).is_dir():
+        mine = survey_path(fp.digest)
+        c.print(f"survey: {mine}" if mine.is_file() else f"survey: none of this host in {paths.SURVEYS}/ (run "
+                f"`hase host survey` and commit the file)", markup=False)
+    return 0
+
+
+def survey_path(digest: str) -> Path:
+    """Where this host's survey goes by default."""
+    name = f"{digest}.survey.json.gz"
+    return Path(paths.SURVEYS) / name if Path(paths.SURVEYS).is_dir() else Path(name)
+
+
+def real_sources(dirs: Sequence[str] | None) -> list[ModelSource]:
+    """The survey's real models: every .onnx of the given folders, else of the checkout's default ones that exist;
+    a file whose bytes another already has is taken once (the same model under two names)."""
+    folders = list(dirs) if dirs else [d for d in paths.SURVEY_REAL if Path(d).is_dir()]
+    seen: set[str] = set()
+    out = []
+    for d in folders:
+        for src in dir_sources(d, "real"):
+            sha = file_sha256(src.path)
+            if sha not in seen:
+                seen.add(sha)
+                out.append(src)
+    return out
+
+
+def run_survey(args: argparse.Namespace) -> int:
+    """Survey this host and write the file; one line per step on stderr, the summary on stdout."""
+    if args.transfer_s < 10:
+        raise HaseError(f"--transfer-s {args.transfer_s:g} is too short to measure a transfer set: give 10 or more")
+    fp = host_fingerprint()
+    out = Path(args.out) if args.out is not None else survey_path(fp.digest)
+    check_output_file(out, "survey file")
+    devices = args.device or DEFAULT_DEVICES
+    for d in devices:  # a wrong device fails before anything is built or measured
+        find_predictor(d, args.predictors, adapted=False)
+    real = real_sources(args.real)
+    log = stderr_console()
+
+    def say(msg: str) -> None:
+        log.print(f"survey: {msg}", markup=False, highlight=False)
+
+    if not real:
+        say("no real models found (give --real DIR): the survey can adapt predictors but not judge them")
+    if args.models:
+        transfer = [s for d in args.models for s in dir_sources(d, Path(d).name)]
+    else:
+        say(f"building the transfer set where missing ({transfer_root()})")
+        transfer = transfer_set()
+    t0 = time.perf_counter()
+    s = survey_host(devices, transfer, real, transfer_s=args.transfer_s,
+                    predictors_dir=args.predictors, progress=say)
+    save_survey(s, out)
+    c = stdout_console(highlight=False, soft_wrap=True)
+    c.print(f"survey of host {s.digest} written to {out} ({out.stat().st_size / 1024:.0f} KiB, "
+            f"{time.perf_counter() - t0:.0f} s)", markup=False)
+    for d in s.devices.values():
+        n_k = sum(sum(1 for v in m.target_ms if math.isfinite(v)) for m in d.transfer)
+        spreads = sorted(m.spread for m in d.real)
+        noise = (f", real models' truth noise (second-quickest pass over quickest) median "
+                 f"{spreads[len(spreads) // 2]:.1%}" if spreads else "")
+        c.print(f"{d.device}: {len(d.transfer)} transfer models ({n_k} kernel targets) in {d.transfer_s:.0f} s, "
+                f"{len(d.real)} real models{noise}", markup=False)
     return 0
 
 

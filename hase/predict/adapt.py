@@ -45,9 +45,9 @@ from hase.predict.estimate import compose
 from hase.predict.forest import FittedForest
 from hase.predict.locate import adapted_name, find_predictor
 from hase.predict.manifest import CalibrationEntry
-from hase.predict.metrics import score
+from hase.predict.metrics import Scores, score
 from hase.predict.predictor import KernelPredictor
-from hase.runtime.host import host_fingerprint
+from hase.runtime.host import HostFingerprint, host_fingerprint
 from hase.runtime.types import EPConfig
 
 log = logging.getLogger(__name__)
@@ -91,12 +91,40 @@ class AdaptResult:
     skipped: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Adaptation:
+    """A source predictor fitted to measurements of another host, in memory: the scaled forests, the new
+    calibration and how it was chosen, and the in-sample scores on the transfer models before and after."""
+
+    predictor: KernelPredictor
+    calibration: Calibration
+    calibration_choice: str
+    scales: dict[str, dict[str, float]]
+    global_scale: float
+    before: Scores  # of the source on the calibration models
+    after: Scores  # ... and of the adapted predictor
+    fit: dict[str, Any]  # recalibrate's fit data (model, family, sum_ms, n_kernels, measured_ms, adapted_ms)
+
+
+def fit_adaptation(pred: KernelPredictor, cal: Calibration, measured: Sequence[MeasuredModel],
+                   shrink: float = 5.0) -> Adaptation:
+    """Scale `pred`'s forests to the measured transfer models and recalibrate (module docstring, steps 1-2)."""
+    if not any(np.isfinite(m.target_ms).any() for m in measured):
+        raise HaseError("no transfer model has a measured kernel: nothing to adapt to")
+    adapted, scales, global_scale = scale_forests(pred, measured, shrink)
+    new_cal, choice, fit = recalibrate(adapted, cal, measured)
+    before = _model_scores(pred, cal, measured)
+    after = score(fit["measured_ms"], fit["adapted_ms"])
+    return Adaptation(adapted, new_cal, choice, scales, global_scale, before, after, fit)
+
+
 def adapt(device: str, models: Sequence[ModelSource], budget_s: float = 300.0, out_root: str | Path | None = None,
           predictors_dir: str | Path | None = None, *, settings: MeasureSettings | None = None, shrink: float = 5.0,
-          progress: Progress | None = None) -> AdaptResult:
+          progress: Progress | None = None, started: float | None = None) -> AdaptResult:
     """Adapt `device`'s predictor (never an earlier adaptation) to this host within `budget_s` seconds, measuring
-    `models` in order, and write it; see the module docstring."""
-    t0 = time.perf_counter()
+    `models` in order, and write it; see the module docstring. The budget runs from `started` (perf_counter
+    seconds; default now), so the caller's own preparation, e.g. building the transfer set, counts."""
+    t0 = time.perf_counter() if started is None else started
     if budget_s < 30:
         raise HaseError(f"--budget-s {budget_s:g} is too short to measure anything worth adapting to: give 30 or more")
     found = find_predictor(device, predictors_dir, adapted=False)
@@ -113,35 +141,46 @@ def adapt(device: str, models: Sequence[ModelSource], budget_s: float = 300.0, o
     if not any(np.isfinite(m.target_ms).any() for m in measured):
         raise HaseError(f"no transfer model could be measured within {budget_s:g} s (skipped: "
                         f"{'; '.join(skipped[:3]) or 'none given'}): give a larger --budget-s or other models")
+    return write_adaptation(found.path, bundle, measured, fp, signature.to_dict(), out_root, shrink=shrink,
+                            budget_s=budget_s, skipped=skipped, t0=t0, say=say)
+
+
+def write_adaptation(source: Path, bundle: PredictorBundle, measured: Sequence[MeasuredModel], fp: HostFingerprint,
+                     signature: dict[str, Any] | None, out_root: str | Path | None, *, shrink: float = 5.0,
+                     budget_s: float = 0.0, skipped: Sequence[str] = (), t0: float | None = None,
+                     say: Progress | None = None, survey: str | None = None) -> AdaptResult:
+    """Fit the bundle's default target to `measured` (made on the host `fp`) and write the adapted predictor as
+    `<device>@<fp digest>`, whole or not at all; `survey` names the survey file the measurements came from."""
+    t0 = time.perf_counter() if t0 is None else t0
+    say = say or (lambda _msg: None)
+    target = bundle.default_target
     cal = bundle.manifest.target(target).calibration.calibration
-    adapted, scales, global_scale = scale_forests(pred, measured, shrink)
-    new_cal, choice, fit = recalibrate(adapted, cal, measured)
-    before = _model_scores(pred, cal, measured)
-    after = score(fit["measured_ms"], fit["adapted_ms"])
-    name = adapted_name(device, fp.digest)
+    a = fit_adaptation(bundle.predictors[target], cal, measured, shrink)
+    name = adapted_name(bundle.manifest.device, fp.digest)
     out = Path(out_root) if out_root is not None else paths.user_predictors_dir()
-    record = {"source_path": str(found.path), "source_device": bundle.manifest.device,
+    record = {"source_path": str(source), "source_device": bundle.manifest.device,
               "source_created_at": bundle.manifest.created_at,
               "source_host": bundle.manifest.host.to_dict() if bundle.manifest.host is not None else None,
               "target": target, "budget_s": budget_s, "spent_s": round(time.perf_counter() - t0, 1),
-              "global_scale": global_scale, "scales": scales, "shrink": shrink,
-              "calibration": {"before": cal.to_dict(), "after": new_cal.to_dict(), "choice": choice},
-              "scores": {"source": before.to_dict(), "adapted": after.to_dict()},
+              "survey": survey, "global_scale": a.global_scale, "scales": a.scales, "shrink": shrink,
+              "calibration": {"before": cal.to_dict(), "after": a.calibration.to_dict(),
+                              "choice": a.calibration_choice},
+              "scores": {"source": a.before.to_dict(), "adapted": a.after.to_dict()},
               "models": [{"model": m.name, "family": m.family, "latency_ms": m.latency_ms} for m in measured],
               "skipped": list(skipped)}
     entry = bundle.manifest.target(target)
-    fit_records = tuple({k: (v[i] if isinstance(v, list) else v) for k, v in fit.items()}
-                        for i in range(len(fit["model"])))
+    fit_records = tuple({k: (v[i] if isinstance(v, list) else v) for k, v in a.fit.items()}
+                        for i in range(len(a.fit["model"])))
     targets = {**bundle.manifest.targets,
-               target: dataclasses.replace(entry, calibration=CalibrationEntry(new_cal, fit_records))}
+               target: dataclasses.replace(entry, calibration=CalibrationEntry(a.calibration, fit_records))}
     manifest = dataclasses.replace(bundle.manifest, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), host=fp,
-                                   signature=signature.to_dict(), adaptation=record, targets=targets, files={})
+                                   signature=signature, adaptation=record, targets=targets, files={})
     say(f"writing {out / name}")
-    out_dir = save_bundle(out / name, manifest, {target: adapted})
+    out_dir = save_bundle(out / name, manifest, {target: a.predictor})
     n_kernels = sum(int(np.isfinite(m.target_ms).sum()) for m in measured)
-    return AdaptResult(out_dir, name, found.path, target, global_scale, scales, cal, new_cal, choice, len(measured),
-                       n_kernels, before.acc10, before.rmspe, after.acc10, after.rmspe, time.perf_counter() - t0,
-                       tuple(skipped))
+    return AdaptResult(out_dir, name, source, target, a.global_scale, a.scales, cal, a.calibration,
+                       a.calibration_choice, len(measured), n_kernels, a.before.acc10, a.before.rmspe,
+                       a.after.acc10, a.after.rmspe, time.perf_counter() - t0, tuple(skipped))
 
 
 def measure_transfer(models: Sequence[ModelSource], ep: EPConfig, target: str, settings: MeasureSettings,
@@ -326,7 +365,7 @@ def _loo_rmspe(fit: Callable[[np.ndarray], Calibration], sums: np.ndarray, n: np
     return float(np.sqrt(np.mean(np.square(errs))) * 100)
 
 
-def _model_scores(pred: KernelPredictor, cal: Calibration, measured: Sequence[MeasuredModel]) -> Any:
+def _model_scores(pred: KernelPredictor, cal: Calibration, measured: Sequence[MeasuredModel]) -> Scores:
     """Scores of the source predictor on the calibration models (the full ones, as `recalibrate` picks them)."""
     full = [m for m in measured if not m.family.startswith(SAMPLED)] or list(measured)
     yhat = [compose(list(m.specs), pred, cal).latency_ms for m in full]

@@ -1,0 +1,119 @@
+"""Accuracy across hosts, from the committed host surveys alone (nothing is measured here).
+
+For every device configuration, every source host and every surveyed target host: the source predictor's and the
+adapted predictor's accuracy on the target's real models, as the target ran them (its survey's kernel graphs and
+timings). Source hosts are the shipped predictor's own machine (the shipped predictor as it is) and each surveyed
+host (the shipped predictor adapted to it from its survey); "adapted" moves that source to the target with the
+target's survey, as `hase adapt --survey` does. The diagonal of a surveyed host is the shipped predictor adapted
+to it: its real models were never in its transfer set.
+
+    python benchmarks/cross_host.py [--surveys benchmarks/hosts] [--device cpu-1t --device cpu-mt] [--models]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hase.errors import HaseError
+from hase.predict.adapt import fit_adaptation
+from hase.predict.bundle import load_bundle
+from hase.predict.calibration import Calibration
+from hase.predict.locate import find_predictor
+from hase.predict.predictor import KernelPredictor
+from hase.predict.survey import Survey, adapt_in_memory, check_matches, load_survey, real_predictions
+
+
+@dataclass(frozen=True)
+class Source:
+    """A predictor standing for one host: its name, forests and calibration."""
+
+    host: str
+    predictor: KernelPredictor
+    calibration: Calibration
+
+
+def scores(rows: list[dict[str, object]]) -> dict[str, float]:
+    """Share within ±10 %, RMSPE (%), median error (%), worst |error| (%), the truth's median pass spread (%)."""
+    err = np.array([float(r["error_pct"]) for r in rows])  # type: ignore[arg-type]
+    spread = np.array([float(r["truth_spread"]) for r in rows])  # type: ignore[arg-type]
+    return {"n": len(err), "acc10": float(np.mean(np.abs(err) <= 10) * 100), "rmspe": float(np.sqrt(np.mean(err ** 2))),
+            "median": float(np.median(err)), "worst": float(err[np.argmax(np.abs(err))]),
+            "truth_spread": float(np.median(spread) * 100)}
+
+
+def sources_for(device: str, surveys: list[Survey]) -> list[Source]:
+    """The shipped predictor on its own machine, then the shipped predictor adapted to each surveyed host."""
+    bundle = load_bundle(find_predictor(device, adapted=False).path)
+    target = bundle.default_target
+    host = bundle.manifest.host.digest if bundle.manifest.host is not None else "shipped"
+    cal = bundle.manifest.target(target).calibration.calibration
+    out = [Source(f"{host} (shipped)", bundle.predictors[target], cal)]
+    for s in surveys:
+        if device in s.devices:
+            check_matches(bundle, s.devices[device], f"survey of {s.digest}")
+            a = adapt_in_memory(bundle, s.devices[device])
+            out.append(Source(s.digest, a.predictor, a.calibration))
+    return out
+
+
+def matrix(device: str, surveys: list[Survey], per_model: bool) -> pd.DataFrame:
+    """One row per (source host, target host): the source's and the adapted predictor's scores on the target."""
+    rows = []
+    for src in sources_for(device, surveys):
+        for t in surveys:
+            if device not in t.devices:
+                continue
+            d = t.devices[device]
+            before = real_predictions(src.predictor, src.calibration, d)
+            a = fit_adaptation(src.predictor, src.calibration, d.transfer)
+            after = real_predictions(a.predictor, a.calibration, d)
+            b, c = scores(before), scores(after)
+            rows.append({"device": device, "source": src.host, "target": t.digest, "n": b["n"],
+                         "truth_spread_pct": b["truth_spread"], "source_acc10": b["acc10"], "source_rmspe": b["rmspe"],
+                         "source_median": b["median"], "adapted_acc10": c["acc10"], "adapted_rmspe": c["rmspe"],
+                         "adapted_median": c["median"], "adapted_worst": c["worst"]})
+            if per_model:
+                for x, y in zip(before, after, strict=True):
+                    print(f"  {device} {src.host} -> {t.digest} {x['model']}: measured {x['measured_ms']:.3f} ms "
+                          f"(spread {float(x['truth_spread']):.1%}), source {x['predicted_ms']:.3f} "  # type: ignore[arg-type]
+                          f"({x['error_pct']:+.1f} %), adapted {y['predicted_ms']:.3f} ({y['error_pct']:+.1f} %)")
+    return pd.DataFrame(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the matrix for every surveyed host pair."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--surveys", default="benchmarks/hosts", help="folder of *.survey.json.gz (default %(default)s)")
+    ap.add_argument("--device", action="append", default=None, help="device configuration (default cpu-1t, cpu-mt)")
+    ap.add_argument("--models", action="store_true", help="also print every real model's errors")
+    args = ap.parse_args(argv)
+    files = sorted(Path(args.surveys).glob("*.survey.json.gz"))
+    if not files:
+        print(f"cross_host: no surveys in {args.surveys}: run `hase host survey` on a host first", file=sys.stderr)
+        return 2
+    try:
+        surveys = [load_survey(f) for f in files]
+        print(f"{len(surveys)} surveyed host(s): " + "; ".join(f"{s.digest} ({s.host.summary()}, {s.created_at})"
+                                                             for s in surveys))
+        if len(surveys) == 1:
+            print("only one host has been surveyed: the matrix has one target column")
+        table = pd.concat([matrix(d, surveys, args.models) for d in args.device or ["cpu-1t", "cpu-mt"]])
+    except HaseError as exc:
+        print(f"cross_host: error: {exc}", file=sys.stderr)
+        return 2
+    noisy = table[table["truth_spread_pct"] > 5][["device", "target", "truth_spread_pct"]].drop_duplicates()
+    for r in noisy.itertuples():
+        print(f"warning: {r.device} on {r.target}: the truth's median noise is {r.truth_spread_pct:.1f} % (> 5 %): "
+              f"survey that host again when it is quiet", file=sys.stderr)
+    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:.1f}".format):
+        print(table.to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

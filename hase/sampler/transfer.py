@@ -1,0 +1,48 @@
+"""The transfer set of `hase adapt` and `hase host survey`: the zoo of the packaged config (its models and sampled
+one-kernel blocks), built where missing, in the order a tight time budget should measure it.
+
+It ships with Hase (`paths.PACKAGED_ZOO_CONFIG`), so adapting works from an installed wheel in any folder: in a
+checkout (where `configs/zoo_small.toml` is) the models go to `model_zoo/` as `make zoo` builds them, elsewhere to
+the user cache directory. Building the whole set takes about 20 s on 2 cores (1.7 GB of small models). The
+exported real models are never in it: they are what an adapted predictor is judged on.
+"""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from hase import paths
+from hase.measure.types import ModelSource
+from hase.sampler.config import read_zoo
+from hase.zoo import INDEX_NAME, ensure_zoo
+
+
+def transfer_root() -> Path:
+    """Where the transfer zoo is built: the checkout's `model_zoo/` when run in one, else the user cache."""
+    return Path(paths.ZOO_DIR) if Path(paths.ZOO_CONFIG).is_file() else paths.user_cache_dir() / "zoo"
+
+
+def transfer_set(root: str | Path | None = None) -> list[ModelSource]:
+    """The packaged zoo's models in measuring order (`zoo_order`), built into `root` (default `transfer_root()`)
+    where missing or stale; building an up-to-date zoo only compares bytes."""
+    config = read_zoo(paths.PACKAGED_ZOO_CONFIG)
+    root = Path(root) if root is not None else transfer_root()
+    for _ in ensure_zoo(config, root):
+        pass
+    return zoo_order(root / config.name)
+
+
+def zoo_order(zoo: Path) -> list[ModelSource]:
+    """A built zoo's models, one family after another in turn (round robin), each family's smallest first."""
+    families: dict[str, list[tuple[int, ModelSource]]] = {}
+    with (zoo / INDEX_NAME).open(newline="") as f:
+        for row in csv.DictReader(f):
+            src = ModelSource(row["name"], row["family"], zoo / row["file"])
+            families.setdefault(row["family"], []).append((int(row.get("size_bytes") or 0), src))
+    queues = [[s for _, s in sorted(v, key=lambda t: t[0])] for _, v in sorted(families.items())]
+    order: list[ModelSource] = []
+    while any(queues):
+        for q in queues:
+            if q:
+                order.append(q.pop(0))
+    return order
