@@ -30,7 +30,7 @@ REPORT ?= reports
 DEVSET ?= models/dev
 DEVSET_OUT ?= reports/devset
 
-.PHONY: survey setup demo test test-fast lint typecheck zoo collect refine train train-gpu report bench clean devset devset-build devset-eval devset-dynamic devset-sweep predictors-with-devsets
+.PHONY: setup demo test test-fast lint typecheck zoo collect refine train train-gpu report bench clean devset devset-build devset-eval devset-dynamic devset-sweep predictors-with-devsets
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -45,11 +45,12 @@ $(VENV)/.installed-$(EP): pyproject.toml | $(BIN)/activate
 
 setup: $(VENV)/.installed-$(EP)
 
-# `make demo`: the whole path on a small zoo in under 10 minutes on 2 cores, ending in predictions to check. It measures
-# configs/zoo_demo.toml on cpu-1t alone into its own store, trains and reports on it, predicts the three exported test
-# models with that predictor and with the shipped one and runs each here (predicted vs measured), and compares this
-# host with the shipped predictor's machine. All it writes is git-ignored; the full path (both device configurations,
-# the full zoo, an adaptive round) is `make collect train report`.
+# `make demo`: the whole path on a small zoo, ending in predictions to check (6 min 10 s from a fresh clone on a loaded
+# 2-core VM, install included; docs/results.md). It measures configs/zoo_demo.toml on cpu-1t alone into its own
+# store, trains and reports on it, predicts the three exported test models with that predictor and with the shipped
+# one and runs each here (predicted vs measured), and compares this host with the shipped predictor's machine. All it
+# writes is git-ignored; the full path (both device configurations, the full zoo, an adaptive round) is
+# `make collect train report`.
 DEMO_ZOO ?= configs/zoo_demo.toml
 DEMO_DEVICE ?= cpu-1t
 DEMO_STORE ?= data/demo.sqlite
@@ -58,17 +59,17 @@ DEMO_REPORT ?= reports/demo
 DEMO_MODELS ?= $(sort $(wildcard tests/data/models/*.onnx))
 SHIPPED := hase/predictors
 demo:
-	@echo "== demo 1/7: virtual environment and install in $(VENV) (first run only: about 1-3 min)"
+	@echo "== demo 1/7: virtual environment and install in $(VENV) (first run only: about 2 min)"
 	@$(MAKE) --no-print-directory setup
-	@echo "== demo 2/7: build the demo zoo ($(DEMO_ZOO)) and measure it on $(DEMO_DEVICE) into $(DEMO_STORE), about 2-3 min"
+	@echo "== demo 2/7: build the demo zoo ($(DEMO_ZOO)) and measure it on $(DEMO_DEVICE) into $(DEMO_STORE), about 2.5 min"
 	$(HASE) collect --zoo $(DEMO_ZOO) --devices $(DEVICE) --device $(DEMO_DEVICE) --store $(DEMO_STORE)
-	@echo "== demo 3/7: train a $(DEMO_DEVICE) predictor on it into $(DEMO_PREDICTORS), about 1-1.5 min"
+	@echo "== demo 3/7: train a $(DEMO_DEVICE) predictor on it into $(DEMO_PREDICTORS), about 1 min"
 	$(HASE) train --store $(DEMO_STORE) --out $(DEMO_PREDICTORS) --config configs/predictor.toml --device $(DEMO_DEVICE)
-	@echo "== demo 4/7: its report, $(DEMO_REPORT)/report.html, about 10 s"
+	@echo "== demo 4/7: its report, $(DEMO_REPORT)/report.html, a few seconds"
 	$(HASE) evaluate --store $(DEMO_STORE) --predictors $(DEMO_PREDICTORS) --device $(DEMO_DEVICE) --out $(DEMO_REPORT)
-	@echo "== demo 5/7: the exported test models predicted by the demo predictor, then run here, about 10 s"
+	@echo "== demo 5/7: the exported test models predicted by the demo predictor, then run here, about 5 s"
 	$(HASE) predict $(DEMO_MODELS) --measure --predictors $(DEMO_PREDICTORS) --device $(DEMO_DEVICE)
-	@echo "== demo 6/7: the same models predicted by the predictor shipped with Hase ($(SHIPPED)/), then run here, about 10 s"
+	@echo "== demo 6/7: the same models predicted by the predictor shipped with Hase ($(SHIPPED)/), then run here, about 5 s"
 	$(HASE) predict $(DEMO_MODELS) --measure --predictors $(SHIPPED) --device $(DEMO_DEVICE)
 	@echo "== demo 7/7: this host against the shipped predictor's machine, op family by op family, about 20 s"
 	$(HASE) host check --device $(DEMO_DEVICE) --predictors $(SHIPPED)
@@ -159,12 +160,6 @@ devset-dynamic:
 devset-sweep: setup
 	$(HASE) evaluate --devset $(DEVSET) --batch-sweep $(if $(wildcard $(DEVSET_DYNAMIC)),--sweep-also $(DEVSET_DYNAMIC)) \
 		--device cpu-1t --out $(DEVSET_OUT)-sweep
-
-# This host measured once into benchmarks/hosts/<digest>.survey.json.gz (commit it); cross_host prints the accuracy of
-# the shipped predictors, as they are and adapted, on every surveyed host's real models (docs/host.md).
-survey: setup
-	$(HASE) host survey
-	$(BIN)/python benchmarks/cross_host.py
 
 bench: setup
 	$(BIN)/python benchmarks/bench_collect.py --zoo $(ZOO)
