@@ -30,7 +30,7 @@ REPORT ?= reports
 DEVSET ?= models/dev
 DEVSET_OUT ?= reports/devset
 
-.PHONY: setup demo test test-fast lint typecheck zoo collect refine train train-gpu report bench clean devset devset-build devset-eval devset-dynamic devset-sweep predictors-with-devsets
+.PHONY: survey setup demo test test-fast lint typecheck zoo collect refine train train-gpu report bench clean devset devset-build devset-eval devset-dynamic devset-sweep predictors-with-devsets
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -160,6 +160,12 @@ devset-dynamic:
 devset-sweep: setup
 	$(HASE) evaluate --devset $(DEVSET) --batch-sweep $(if $(wildcard $(DEVSET_DYNAMIC)),--sweep-also $(DEVSET_DYNAMIC)) \
 		--device cpu-1t --out $(DEVSET_OUT)-sweep
+
+# This host measured once into benchmarks/hosts/<digest>.survey.json.gz (commit it); cross_host prints the accuracy of
+# the shipped predictors, as they are and adapted, on every surveyed host's real models (docs/host.md).
+survey: setup
+	$(HASE) host survey
+	$(BIN)/python benchmarks/cross_host.py
 
 bench: setup
 	$(BIN)/python benchmarks/bench_collect.py --zoo $(ZOO)
