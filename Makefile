@@ -45,7 +45,7 @@ $(VENV)/.installed-$(EP): pyproject.toml | $(BIN)/activate
 
 setup: $(VENV)/.installed-$(EP)
 
-# `make demo`: the whole path on a small zoo, ending in predictions to check (6 min 10 s from a fresh clone on a loaded
+# `make demo`: the whole path on a small zoo, ending in predictions to check (5.5-6 min from a fresh clone on a loaded
 # 2-core VM, install included; docs/results.md). It measures configs/zoo_demo.toml on cpu-1t alone into its own
 # store, trains and reports on it, predicts the three exported test models with that predictor and with the shipped
 # one and runs each here (predicted vs measured), and compares this host with the shipped predictor's machine. All it
@@ -59,7 +59,7 @@ DEMO_REPORT ?= reports/demo
 DEMO_MODELS ?= $(sort $(wildcard tests/data/models/*.onnx))
 SHIPPED := hase/predictors
 demo:
-	@echo "== demo 1/7: virtual environment and install in $(VENV) (first run only: about 2 min)"
+	@echo "== demo 1/7: virtual environment and install in $(VENV) (first run only: about 1.5-2 min)"
 	@$(MAKE) --no-print-directory setup
 	@echo "== demo 2/7: build the demo zoo ($(DEMO_ZOO)) and measure it on $(DEMO_DEVICE) into $(DEMO_STORE), about 2.5 min"
 	$(HASE) collect --zoo $(DEMO_ZOO) --devices $(DEVICE) --device $(DEMO_DEVICE) --store $(DEMO_STORE)
