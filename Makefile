@@ -56,24 +56,28 @@ DEMO_DEVICE ?= cpu-1t
 DEMO_STORE ?= data/demo.sqlite
 DEMO_PREDICTORS ?= data/predictors-demo
 DEMO_REPORT ?= reports/demo
+DEMO_ADAPTED ?= data/predictors-adapted
 DEMO_MODELS ?= $(sort $(wildcard tests/data/models/*.onnx))
 SHIPPED := hase/predictors
 demo:
-	@echo "== demo 1/7: virtual environment and install in $(VENV) (first run only: about 1.5-2 min)"
+	@echo "== demo 1/8: virtual environment and install in $(VENV) (first run only: about 1.5-2 min)"
 	@$(MAKE) --no-print-directory setup
-	@echo "== demo 2/7: build the demo zoo ($(DEMO_ZOO)) and measure it on $(DEMO_DEVICE) into $(DEMO_STORE), about 2.5 min"
+	@echo "== demo 2/8: build the demo zoo ($(DEMO_ZOO)) and measure it on $(DEMO_DEVICE) into $(DEMO_STORE), about 2.5 min"
 	$(HASE) collect --zoo $(DEMO_ZOO) --devices $(DEVICE) --device $(DEMO_DEVICE) --store $(DEMO_STORE)
-	@echo "== demo 3/7: train a $(DEMO_DEVICE) predictor on it into $(DEMO_PREDICTORS), about 1 min"
+	@echo "== demo 3/8: train a $(DEMO_DEVICE) predictor on it into $(DEMO_PREDICTORS), about 1 min"
 	$(HASE) train --store $(DEMO_STORE) --out $(DEMO_PREDICTORS) --config configs/predictor.toml --device $(DEMO_DEVICE)
-	@echo "== demo 4/7: its report, $(DEMO_REPORT)/report.html, a few seconds"
+	@echo "== demo 4/8: its report, $(DEMO_REPORT)/report.html, a few seconds"
 	$(HASE) evaluate --store $(DEMO_STORE) --predictors $(DEMO_PREDICTORS) --device $(DEMO_DEVICE) --out $(DEMO_REPORT)
-	@echo "== demo 5/7: the exported test models predicted by the demo predictor, then run here, about 5 s"
+	@echo "== demo 5/8: the exported test models predicted by the demo predictor, then run here, about 5 s"
 	$(HASE) predict $(DEMO_MODELS) --measure --predictors $(DEMO_PREDICTORS) --device $(DEMO_DEVICE)
-	@echo "== demo 6/7: the same models predicted by the predictor shipped with Hase ($(SHIPPED)/), then run here, about 5 s"
+	@echo "== demo 6/8: the same models predicted by the predictor shipped with Hase ($(SHIPPED)/), then run here, about 5 s"
 	$(HASE) predict $(DEMO_MODELS) --measure --predictors $(SHIPPED) --device $(DEMO_DEVICE)
-	@echo "== demo 7/7: this host against the shipped predictor's machine, op family by op family, about 20 s"
+	@echo "== demo 7/8: this host against the shipped predictor's machine, op family by op family, about 20 s"
 	$(HASE) host check --device $(DEMO_DEVICE) --predictors $(SHIPPED)
-	@echo "Done: measurements in $(DEMO_STORE), the demo predictor in $(DEMO_PREDICTORS), its report in $(DEMO_REPORT)/report.html (all git-ignored)."
+	@echo "== demo 8/8: the shipped predictor adapted to this host from 90 s of measurements (hase adapt), then the same models again"
+	$(HASE) adapt --device $(DEMO_DEVICE) --predictors $(SHIPPED) --budget-s 90 --out $(DEMO_ADAPTED)
+	$(HASE) predict $(DEMO_MODELS) --measure --predictors $(DEMO_ADAPTED) --device $(DEMO_DEVICE)
+	@echo "Done: measurements in $(DEMO_STORE), the demo predictor in $(DEMO_PREDICTORS), its report in $(DEMO_REPORT)/report.html, the adapted one in $(DEMO_ADAPTED) (all git-ignored)."
 	@echo "Next: $(HASE) predict MODEL.onnx [--measure]; a predictor of your own from the full zoo: make collect train report (35-60 min on the 2-core VM the shipped predictors come from)."
 
 test: setup
@@ -173,4 +177,4 @@ bench: setup
 	$(BIN)/python benchmarks/bench_pipeline.py
 
 clean:
-	rm -rf $(VENV) model_zoo/*/ data/*.sqlite* data/predictors data/predictors-demo reports .pytest_cache
+	rm -rf $(VENV) model_zoo/*/ data/*.sqlite* data/predictors data/predictors-demo data/predictors-adapted reports .pytest_cache

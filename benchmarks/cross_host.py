@@ -74,7 +74,8 @@ def matrix(device: str, surveys: list[Survey], per_model: bool) -> pd.DataFrame:
             after = real_predictions(a.predictor, a.calibration, d)
             b, c = scores(before), scores(after)
             rows.append({"device": device, "source": src.host, "target": t.digest, "n": b["n"],
-                         "truth_spread_pct": b["truth_spread"], "source_acc10": b["acc10"], "source_rmspe": b["rmspe"],
+                         "truth_spread_pct": b["truth_spread"], "others_cores": d.others_cores,
+                         "source_acc10": b["acc10"], "source_rmspe": b["rmspe"],
                          "source_median": b["median"], "adapted_acc10": c["acc10"], "adapted_rmspe": c["rmspe"],
                          "adapted_median": c["median"], "adapted_worst": c["worst"]})
             if per_model:
@@ -106,10 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     except HaseError as exc:
         print(f"cross_host: error: {exc}", file=sys.stderr)
         return 2
-    noisy = table[table["truth_spread_pct"] > 5][["device", "target", "truth_spread_pct"]].drop_duplicates()
-    for r in noisy.itertuples():
-        print(f"warning: {r.device} on {r.target}: the truth's median noise is {r.truth_spread_pct:.1f} % (> 5 %): "
-              f"survey that host again when it is quiet", file=sys.stderr)
+    noisy = table[(table["truth_spread_pct"] > 5) | (table["others_cores"] > 0.1)]
+    for r in noisy[["device", "target", "truth_spread_pct", "others_cores"]].drop_duplicates().itertuples():
+        print(f"warning: {r.device} on {r.target}: the truth's median noise is {r.truth_spread_pct:.1f} % and other "
+              f"processes kept {r.others_cores:.2f} cores busy: survey that host again when it is quiet",
+              file=sys.stderr)
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:.1f}".format):
         print(table.to_string(index=False))
     return 0

@@ -9,7 +9,8 @@ import pytest
 from conftest import REPO
 
 WRITTEN = ("data/hase.sqlite", "data/hase.sqlite-wal", "data/predictors/cpu-1t/manifest.json", "data/demo.sqlite",
-           "data/predictors-demo/cpu-1t/manifest.json", "reports/demo/report.html", "model_zoo/zoo_demo/resnet.onnx",
+           "data/predictors-demo/cpu-1t/manifest.json", "data/predictors-adapted/cpu-1t@0123456789ab/manifest.json",
+           "reports/demo/report.html", "model_zoo/zoo_demo/resnet.onnx",
            "data/sampler/zoo_small.round1.toml", "reports/report.html", "model_zoo/zoo_small/resnet.onnx",
            "models/dev/models.tsv", "models/dev-dynamic-text/hf_bert_mini_dyn.onnx", "hase_profiles/x.json")
 

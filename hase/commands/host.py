@@ -41,6 +41,7 @@ from hase.runtime.host import host_fingerprint
 from hase.sampler.transfer import transfer_root, transfer_set
 
 MAX_BUDGET_S = 30.0
+BUSY_CORES = 0.1  # other processes' mean busy cores during a survey above which it says the host was loaded
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -162,7 +163,12 @@ def run_survey(args: argparse.Namespace) -> int:
         noise = (f", real models' truth noise (second-quickest pass over quickest) median "
                  f"{spreads[len(spreads) // 2]:.1%}" if spreads else "")
         c.print(f"{d.device}: {len(d.transfer)} transfer models ({n_k} kernel targets) in {d.transfer_s:.0f} s, "
-                f"{len(d.real)} real models{noise}", markup=False)
+                f"{len(d.real)} real models{noise}; other processes kept {d.others_cores:.2f} cores busy meanwhile",
+                markup=False)
+        if d.others_cores > BUSY_CORES:
+            log.print(f"warning: other processes kept {d.others_cores:.2f} cores busy while {d.device} was surveyed: "
+                      f"its figures carry that load (passes agree under steady load); survey again on a quiet host",
+                      markup=False, soft_wrap=True)
     return 0
 
 

@@ -42,7 +42,7 @@ from hase.predict.calibration import Calibration
 from hase.predict.estimate import compose
 from hase.predict.locate import find_predictor
 from hase.predict.predictor import KernelPredictor
-from hase.runtime.host import HostFingerprint, host_fingerprint
+from hase.runtime.host import HostFingerprint, host_fingerprint, others_cpu_s
 from hase.version import __version__
 
 FORMAT = 1
@@ -95,6 +95,7 @@ class DeviceSurvey:
     real: tuple[RealModel, ...]
     transfer_s: float
     skipped: tuple[str, ...]
+    others_cores: float = math.nan  # cores other processes kept busy while this was measured (NaN: unknown)
 
     def specs(self, m: RealModel) -> list[KernelSpec]:
         """A real model's kernel graph, node by node."""
@@ -150,6 +151,7 @@ def survey_host(devices: Sequence[str], transfer: Sequence[ModelSource], real: S
     for device in devices:
         bundle = load_bundle(find_predictor(device, predictors_dir, adapted=False).path)
         ep = manifest_ep_config(bundle.manifest)
+        others0, wall0 = others_cpu_s(), time.perf_counter()
         say(f"{device}: speed signature ({signature_s:g} s)")
         signature = measure_signature(ep, signature_s, fp.digest).to_dict()
         t0 = time.perf_counter()
@@ -158,9 +160,11 @@ def survey_host(devices: Sequence[str], transfer: Sequence[ModelSource], real: S
         spent = time.perf_counter() - t0
         kernels = {s.kernel_id: s for m in measured for s in m.specs}
         reals, real_skipped = _time_real(real, ep, settings, passes, kernels, _prefixed(say, device))
+        others1 = others_cpu_s()
+        others = (others1 - others0) / (time.perf_counter() - wall0) if others0 is not None and others1 else math.nan
         out[device] = DeviceSurvey(device, ep.intra_op_threads, ep.opt_level, bundle.default_target, signature,
                                    kernels, tuple(measured), tuple(reals), round(spent, 1),
-                                   tuple(skipped + real_skipped))
+                                   tuple(skipped + real_skipped), round(others, 3))
     return Survey(fp, time.strftime("%Y-%m-%dT%H:%M:%S%z"), __version__, out)
 
 
@@ -205,6 +209,7 @@ def survey_dict(s: Survey) -> dict[str, Any]:
 def _device_dict(d: DeviceSurvey) -> dict[str, Any]:
     return {"device": d.device, "intra_op_threads": d.intra_op_threads, "opt_level": d.opt_level,
             "target": d.target, "signature": d.signature, "transfer_s": d.transfer_s, "skipped": list(d.skipped),
+            "others_cores": d.others_cores if math.isfinite(d.others_cores) else None,
             "kernels": {k: json.loads(s.to_json()) for k, s in d.kernels.items()},
             "transfer": [{"name": m.name, "family": m.family, "latency_ms": m.latency_ms,
                           "kernel_ids": [s.kernel_id for s in m.specs],
@@ -254,7 +259,7 @@ def _device_from(d: Mapping[str, Any]) -> DeviceSurvey:
             raise KeyError(f"real model {m.name} names kernel {missing[0]} the survey lacks")
     return DeviceSurvey(str(d["device"]), int(d["intra_op_threads"]), str(d["opt_level"]), str(d["target"]),
                         dict(d["signature"]), kernels, transfer, real, float(d["transfer_s"]),
-                        tuple(d["skipped"]))
+                        tuple(d["skipped"]), math.nan if d.get("others_cores") is None else float(d["others_cores"]))
 
 
 def check_matches(bundle: PredictorBundle, d: DeviceSurvey, where: str) -> None:

@@ -217,3 +217,21 @@ def host_fingerprint() -> HostFingerprint:
     return HostFingerprint(cpu["cpu_vendor"], cpu["cpu_family"], cpu["cpu_model_id"], cpu["cpu_stepping"],
                            cpu["cpu_model"], cpu["isa"], caches["l1d_kib"], caches["l2_kib"], caches["l3_kib"],
                            cpu["cores"], cpu["threads"], memory_gib(), version, providers)
+
+
+_STAT = Path("/proc/stat")
+
+
+def others_cpu_s(stat: Path = _STAT) -> float | None:
+    """CPU seconds every process but this one has used since boot (the kernel's busy time less this process's
+    user and system time, its threads included); None where /proc/stat is missing. Two readings apart give how many
+    cores other processes kept busy meanwhile: load that a measurement's own repeats cannot see, since it slows
+    every pass alike."""
+    try:
+        fields = stat.read_text().splitlines()[0].split()[1:]
+    except (OSError, IndexError):
+        return None
+    ticks = [int(v) for v in fields]
+    busy = sum(ticks) - ticks[3] - (ticks[4] if len(ticks) > 4 else 0)  # less idle and iowait
+    mine = os.times()
+    return busy / os.sysconf("SC_CLK_TCK") - (mine.user + mine.system)

@@ -53,7 +53,7 @@ def test_a_survey_holds_this_host_its_transfer_set_and_real_models(surveyed):
     assert s.host == host_fingerprint() and list(s.devices) == ["cpu-1t"]
     d = s.devices["cpu-1t"]
     assert d.intra_op_threads == 1 and d.signature["probes"]
-    assert d.transfer and all(m.latency_ms > 0 for m in d.transfer)
+    assert d.transfer and all(m.latency_ms > 0 for m in d.transfer) and math.isfinite(d.others_cores)
     assert sum(math.isfinite(v) for m in d.transfer for v in m.target_ms) > 0
     (real,) = d.real
     assert real.name == "real" and len(real.pass_ms) == 3 and real.latency_ms == min(real.pass_ms)

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 import pytest
 
 from hase.errors import HaseError
-from hase.runtime.host import HostFingerprint, cache_sizes, host_fingerprint, parse_cpuinfo
+from hase.runtime.host import HostFingerprint, cache_sizes, host_fingerprint, others_cpu_s, parse_cpuinfo
 
 ZEN3 = """processor\t: 0
 vendor_id\t: AuthenticAMD
@@ -64,3 +65,13 @@ def test_differences_name_each_thing_that_differs():
     assert "+amx_tile" in diffs[1] and ("-avx2" in diffs[1]) == ("avx2" in fp.isa)
     assert f"L2 {fp.l2_kib + 512} KiB, the predictor's {fp.l2_kib} KiB" in diffs
     assert f"ONNX Runtime 1.0.0, the predictor's {fp.ort_version}" in diffs
+
+
+def test_other_processes_cpu_time_is_the_kernels_busy_time_less_this_process(tmp_path):
+    stat = tmp_path / "stat"
+    hz = os.sysconf("SC_CLK_TCK")
+    # user nice system idle iowait irq softirq: busy = 600 + 100 + 300 + 0 + 0 ticks (idle and iowait left out)
+    stat.write_text(f"cpu  {600 * hz} {100 * hz} {300 * hz} {5000 * hz} {70 * hz} 0 0\ncpu0 1 2 3 4 5 6 7\n")
+    mine = os.times()
+    assert others_cpu_s(stat) == pytest.approx(1000 - (mine.user + mine.system), abs=0.5)
+    assert others_cpu_s(tmp_path / "missing") is None
