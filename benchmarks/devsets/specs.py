@@ -233,9 +233,28 @@ def table_of(dev_set: int | str) -> Path:
     return path
 
 
+def repeats(tables: dict[str, list[Spec]]) -> list[str]:
+    """The models that repeat an earlier one of these tables (given in set order): the same library model, sub-model,
+    config but for its vocabulary (only the embedding `Gather` differs) and input shapes. Configs are compared as
+    written (a default spelt out is not matched) and the first set has no table: a new set gets a fuller check too."""
+    seen: dict[tuple[object, ...], str] = {}
+    out = []
+    for table, specs in tables.items():
+        for s in specs:
+            kw = {k: v for k, v in s.config_kwargs.items() if k not in ("vocab_size", "use_cache")}
+            key = (s.lib, s.model, s.config, s.sub, repr(sorted(kw.items())), tuple(sh for _, sh, _, _ in s.inputs))
+            if key in seen:
+                out.append(f"{table} {s.name} repeats {seen[key]}")
+            seen.setdefault(key, f"{table} {s.name}")
+    return out
+
+
 if __name__ == "__main__":  # check every table: python benchmarks/devsets/specs.py
+    tables = {}
     for table in sorted(TABLES.glob("dev*.csv")):
-        specs = read_table(table)
+        specs = tables[table.stem] = read_table(table)
         parts = {p: sum(s.part == p for s in specs) for p in PARTS}
         print(f"{table.name}: {len(specs)} specs, {len({s.family for s in specs})} families, {parts}")
-    sys.exit(0)
+    again = repeats(tables)
+    print("\n".join(again) or "no model repeats an earlier one (model, config but vocabulary, input shapes)")
+    sys.exit(1 if again else 0)
