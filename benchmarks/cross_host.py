@@ -5,7 +5,7 @@ adapted predictor's accuracy on the target's real models, as the target ran them
 timings). Source hosts are the shipped predictor's own machine (the shipped predictor as it is) and each surveyed
 host (the shipped predictor adapted to it from its survey); "adapted" moves that source to the target with the
 target's survey, as `hase adapt --survey` does. The diagonal of a surveyed host is the shipped predictor adapted
-to it: its real models were never in its transfer set.
+to it (not adapted a second time): its real models were never in its transfer set.
 
     python benchmarks/cross_host.py [--surveys benchmarks/hosts] [--device cpu-1t --device cpu-mt] [--models]
 """
@@ -70,8 +70,11 @@ def matrix(device: str, surveys: list[Survey], per_model: bool) -> pd.DataFrame:
                 continue
             d = t.devices[device]
             before = real_predictions(src.predictor, src.calibration, d)
-            a = fit_adaptation(src.predictor, src.calibration, d.transfer)
-            after = real_predictions(a.predictor, a.calibration, d)
+            if src.host == t.digest:  # already adapted to this very survey: adapting again would fit it twice
+                after = before
+            else:
+                a = fit_adaptation(src.predictor, src.calibration, d.transfer)
+                after = real_predictions(a.predictor, a.calibration, d)
             b, c = scores(before), scores(after)
             rows.append({"device": device, "source": src.host, "target": t.digest, "n": b["n"],
                          "truth_spread_pct": b["truth_spread"], "others_cores": d.others_cores,

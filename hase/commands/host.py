@@ -67,7 +67,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     survey = actions.add_parser(
         "survey", help="measure this host once into a small file: signature, transfer set, real models",
         description="For each device configuration: the speed signature, the transfer set `hase adapt` measures "
-                    "(for --transfer-s seconds) and the real models (--real; three interleaved passes, the truth's "
+                    "(for --transfer-s seconds) and the real models (--real; five interleaved passes, the truth's "
                     "noise kept), each model with the kernel graph ORT builds here. `hase adapt --survey FILE` "
                     "adapts from it; benchmarks/cross_host.py scores predictors across surveyed hosts. A few "
                     "minutes; see docs/host.md.")

@@ -48,7 +48,7 @@ from hase.version import __version__
 FORMAT = 1
 DEFAULT_DEVICES = ("cpu-1t", "cpu-mt")
 DEFAULT_TRANSFER_S = 150.0  # seconds of transfer measurements per device configuration
-REAL_PASSES = 3  # passes over the real models; their latency is the quickest, the next quickest's gap its noise
+REAL_PASSES = 5  # passes over the real models; their latency is the quickest, the next quickest's gap its noise
 Progress = Callable[[str], None]
 
 

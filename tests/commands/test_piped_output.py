@@ -48,7 +48,7 @@ def test_counts_agree_with_their_noun(tmp_path: Path, capsys: pytest.CaptureFixt
 @pytest.mark.slow
 def test_a_closed_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
     """`hase predict m.onnx | head -1`: once the reader is gone the output stops, exit 141 (as SIGPIPE ends `cat`)
-    with nothing on stderr; rich's own handling exited 1 without a word."""
+    with nothing about it on stderr; rich's own handling exited 1 without a word."""
     model = tmp_path / "m.onnx"
     onnx.save(conv_bn_relu_model(), model)
     for args in (["predict", str(model)], ["predict", "--json", str(model)]):
@@ -57,6 +57,7 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
         proc.stdout.close()  # the reader is gone before the first line is written
         err = proc.stderr.read()
         assert proc.wait(timeout=300) == EXIT_BROKEN_PIPE, err
-        assert err == "", err
+        # nothing about the pipe; on a host other than the shipped predictor's, its one-line warning comes first
+        assert [line for line in err.splitlines() if not line.startswith("warning: this host differs")] == [], err
     done = subprocess.run([*HASE, "predict", str(model)], capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0 and "predicted latency" in done.stdout  # a reader that stays: exit 0
