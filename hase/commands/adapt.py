@@ -4,17 +4,15 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 from hase import paths
 from hase.commands.common import add_device_arg, add_json_arg, add_predictors_arg, stderr_console, stdout_console
 from hase.errors import HaseError
-from hase.measure.collect import dir_sources
 from hase.predict.adapt import AdaptResult, adapt
 from hase.predict.locate import check_not_shipped, find_predictor
 from hase.predict.survey import adapt_from_survey, load_survey
-from hase.sampler.transfer import transfer_root, transfer_set
+from hase.sampler.transfer import transfer_sources
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -60,11 +58,7 @@ def run(args: argparse.Namespace) -> int:
         result = adapt_from_survey(args.device, load_survey(args.survey), args.survey, args.out, args.predictors)
     else:
         t0 = time.perf_counter()
-        if args.models:
-            sources = [s for d in args.models for s in dir_sources(d, Path(d).name)]
-        else:
-            say(f"building the transfer set where missing ({transfer_root()})")
-            sources = transfer_set()
+        sources = transfer_sources(args.models, say)
         result = adapt(args.device, sources, args.budget_s, args.out, args.predictors, progress=say,
                        started=t0)  # building the transfer set is part of the budget
     if args.json:

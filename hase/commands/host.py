@@ -38,7 +38,7 @@ from hase.predict.bundle import manifest_ep_config, read_manifest
 from hase.predict.locate import find_predictor
 from hase.predict.survey import DEFAULT_DEVICES, DEFAULT_TRANSFER_S, file_sha256, save_survey, survey_host
 from hase.runtime.host import host_fingerprint
-from hase.sampler.transfer import transfer_root, transfer_set
+from hase.sampler.transfer import transfer_sources
 
 MAX_BUDGET_S = 30.0
 BUSY_CORES = 0.1  # other processes' mean busy cores during a survey above which it says the host was loaded
@@ -145,11 +145,7 @@ def run_survey(args: argparse.Namespace) -> int:
 
     if not real:
         say("no real models found (give --real DIR): the survey can adapt predictors but not judge them")
-    if args.models:
-        transfer = [s for d in args.models for s in dir_sources(d, Path(d).name)]
-    else:
-        say(f"building the transfer set where missing ({transfer_root()})")
-        transfer = transfer_set()
+    transfer = transfer_sources(args.models, say)
     t0 = time.perf_counter()
     s = survey_host(devices, transfer, real, transfer_s=args.transfer_s,
                     predictors_dir=args.predictors, progress=say)

@@ -9,9 +9,11 @@ exported real models are never in it: they are what an adapted predictor is judg
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hase import paths
+from hase.measure.collect import dir_sources
 from hase.measure.types import ModelSource
 from hase.sampler.config import read_zoo
 from hase.zoo import INDEX_NAME, ensure_zoo
@@ -30,6 +32,16 @@ def transfer_set(root: str | Path | None = None) -> list[ModelSource]:
     for _ in ensure_zoo(config, root):
         pass
     return zoo_order(root / config.name)
+
+
+def transfer_sources(dirs: Sequence[str] | None, say: Callable[[str], None] | None = None) -> list[ModelSource]:
+    """`--models DIR ...` of `hase adapt` and `hase host survey`: every .onnx of each folder (a family per folder),
+    else the packaged transfer set (`transfer_set`, built where missing; `say` is told where)."""
+    if dirs:
+        return [s for d in dirs for s in dir_sources(d, Path(d).name)]
+    if say is not None:
+        say(f"building the transfer set where missing ({transfer_root()})")
+    return transfer_set()
 
 
 def zoo_order(zoo: Path) -> list[ModelSource]:
