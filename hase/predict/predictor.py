@@ -209,8 +209,11 @@ class KernelPredictor:
         self.generic_ = self._fit_one(specs, y, w, np.arange(len(y)), features.get_family(features.GENERIC),
                                       features.GENERIC)
         self.n_kernels_ = len(y)
-        self.bands_ = roofline_model.fit_bands(fams.tolist(), y / self.roofline_of(specs), self.band_margin) \
-            if self.peaks is not None and self.clamp else {}
+        if self.peaks is not None and self.clamp:
+            with np.errstate(divide="ignore", invalid="ignore"):  # a zero roofline: no ratio, no band (band_ms)
+                self.bands_ = roofline_model.fit_bands(fams.tolist(), y / self.roofline_of(specs), self.band_margin)
+        else:
+            self.bands_ = {}
         return self
 
     def _check_aliases(self) -> None:

@@ -63,10 +63,14 @@ def fit_bands(families: Sequence[str], ratios: ArrayLike, margin: float) -> dict
 
 def band_ms(roofline: NDArray[np.float64], families: Sequence[str],
             bands: Mapping[str, tuple[float, float]]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """(lowest, highest) plausible ms of each kernel: its family's band (`ALL`'s where the family has none)."""
+    """(lowest, highest) plausible ms of each kernel: its family's band (`ALL`'s where the family has none). A kernel
+    whose roofline is not positive (no FLOPs, no bytes and an overhead that measured 0 on a noisy host) has no
+    band: (0, inf), as `fit_bands` leaves such kernels out."""
     lo = np.array([bands.get(f, bands[ALL])[0] for f in families], dtype=np.float64)
     hi = np.array([bands.get(f, bands[ALL])[1] for f in families], dtype=np.float64)
-    return lo * roofline, hi * roofline
+    roof = np.asarray(roofline, dtype=np.float64)
+    ok = np.isfinite(roof) & (roof > 0)
+    return np.where(ok, lo * roof, 0.0), np.where(ok, hi * roof, np.inf)
 
 
 def clamp(pred: NDArray[np.float64], low: NDArray[np.float64],

@@ -14,7 +14,7 @@ from tiny_store import TINY_CONFIG
 from hase.cli import main
 from hase.kernels.types import KernelSpec, TensorSpec
 from hase.measure.jobs import PeaksJob, job_label
-from hase.measure.peaks import measure_peaks, peaks_from_rows, peaks_rows
+from hase.measure.peaks import NODE_OVERHEAD_FLOOR_MS, measure_peaks, peaks_from_rows, peaks_rows
 from hase.measure.store import Store
 from hase.measure.types import BandwidthLevel, HostPeaks
 from hase.predict import dataset, roofline
@@ -47,10 +47,21 @@ def test_bands_widen_the_observed_ratios_and_clamp_counts():
     assert list(pred) == [8.0, 1.0, 3.0] and flags == ["high", "low", ""]
 
 
+def test_a_kernel_with_a_zero_roofline_has_no_band():
+    """A byte-less kernel whose overhead measured 0 has no measured/roofline ratio: left out of the bands, never
+    clamped (it was clamped to 0 ms once, on a loaded host)."""
+    bands = roofline.fit_bands(["shape", "shape"], [np.inf, 2.0], margin=2.0)
+    assert bands["shape"] == (1.0, 4.0)
+    low, high = roofline.band_ms(np.array([0.0, 1.0]), ["shape", "shape"], bands)
+    pred, flags = roofline.clamp(np.array([0.01, 9.0]), low, high)
+    assert list(pred) == [0.01, 4.0] and flags == ["", "high"]
+
+
 def test_peaks_are_measured_on_real_sessions_and_round_trip_the_store_rows():
     peaks = measure_peaks(EPConfig(name="cpu-1t"), gemm_size=256, caches={"L1": 32 << 10, "L2": 256 << 10,
                                                                           "L3": 2 << 20})
     assert peaks.gemm_flops_per_s > 0 and peaks.call_overhead_ms > 0
+    assert peaks.node_overhead_ms >= NODE_OVERHEAD_FLOOR_MS
     assert [v.name for v in peaks.levels] == ["L1", "L2", "L3", "DRAM"] and all(v.bytes_per_s > 0 for v in peaks.levels)
     rows = peaks_rows(peaks, {"device": "cpu-1t"})
     assert peaks_from_rows("cpu-1t", rows) == peaks and peaks_from_rows("cpu-mt", rows) is None
