@@ -7,6 +7,7 @@ number, the total and the elapsed time.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import logging
 import statistics
@@ -47,6 +48,7 @@ from hase.measure.store import Store
 from hase.runtime import sessions
 from hase.runtime.types import EPConfig
 from hase.sampler.config import read_zoo
+from hase.zoo.order import coverage_order
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_threads_arg(p, help="intra-op threads with --ep (default 1)")
     add_store_arg(p)
     p.add_argument("--limit", type=int, default=None, help="collect at most N models (for a quick look)")
+    p.add_argument("--budget-s", type=float, default=None, metavar="SECONDS",
+                   help="stop handing out jobs after this many seconds (the job under way finishes; rerun to go on): "
+                        "with --spans-only and the zoo's coverage order, a new host's first predictor in minutes")
+    p.add_argument("--spans-only", action="store_true",
+                   help="measure full models only (their profiled node spans: the `span` target `hase train` ships); "
+                        "skip the standalone kernel timings (warm, cold)")
+    p.add_argument("--order", choices=["coverage", "config"], default="coverage",
+                   help="the zoo's order: 'coverage' (default) architectures one family at a time in turn, then "
+                        "sampled blocks likewise, so a run cut short holds every family; 'config': the file's")
     p.add_argument("--retry-skips", action="store_true",
                    help="try every job recorded as skipped again (a skip under other settings is retried anyway)")
     p.add_argument("--cluster", default=None, metavar="ADDRESS",
@@ -88,6 +99,8 @@ def gather_sources(args: argparse.Namespace) -> tuple[Iterator[coll.ModelSource]
     total = 0
     if args.zoo and args.zoo != "none":
         config = read_zoo(args.zoo)
+        if args.order == "coverage":
+            config = dataclasses.replace(config, specs=tuple(coverage_order(config.specs)))
         total += len(config.specs)
         chains.append(coll.zoo_sources(config, args.zoo_dir))
     for d in args.models_dir:
@@ -111,6 +124,8 @@ def checked_config(args: argparse.Namespace) -> coll.CollectConfig:
     """The device configs and settings to collect with, every value and option checked before the store is opened."""
     if args.limit is not None and args.limit < 0:
         raise HaseError(f"--limit {args.limit} is out of range: give a number of models, 0 or more")
+    if args.budget_s is not None and not args.budget_s > 0:
+        raise HaseError(f"--budget-s {args.budget_s:g} is out of range: give a number of seconds above 0")
     cfg = coll.load_collect_config(args.devices, args.device)
     if args.ep:
         if not 0 <= args.threads <= 1024:
@@ -131,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
     console = stderr_console()
     with Store(args.store) as store:
         with collect_progress(console, total * len(cfg.devices)) as on_event:
-            report = coll.collect(sources, cfg, store, on_event, retry_skips=args.retry_skips)
+            report = coll.collect(sources, cfg, store, on_event, retry_skips=args.retry_skips,
+                                  budget_s=args.budget_s, spans_only=args.spans_only)
         counts = store.counts()
     print_summary(report, counts, args.store)
     return 0
@@ -141,6 +157,8 @@ def run_cluster(args: argparse.Namespace) -> int:
     """`collect --cluster`: the same jobs measured on a Ray cluster's nodes; Ray and the cluster are checked
     before the store is opened."""
 
+    if args.budget_s is not None or args.spans_only:
+        raise HaseError("--budget-s and --spans-only are for a collect on this host: drop them or --cluster")
     ray = fleet.import_ray()
     if args.max_retries < 0:
         raise HaseError(f"--max-retries {args.max_retries} is out of range: give 0 or more")
@@ -280,6 +298,9 @@ def print_summary(report: coll.CollectReport, counts: dict[str, int], store_path
         ("store: models / kernels / kernel rows / model rows",
          " / ".join(str(counts[k]) for k in ("models", "kernels", "kernel_measurements", "model_measurements"))),
         ("store: skips", counts["skips"]),
+        *([("budget", f"{report.budget_s:.0f} s, " + ("spent: rerun to go on" if report.out_of_budget
+                                                        else "not reached: everything was measured"))]
+          if report.budget_s is not None else []),
         *noise_rows(report),
     ]
     for k, v in rows:

@@ -102,6 +102,9 @@ class CollectReport:
     busy_jobs: list[tuple[str, float]] = field(default_factory=list)
     #: jobs flagged busy and measured again at the end of the run on a quiet host (`hase.measure.remeasure`)
     remeasured: list[str] = field(default_factory=list)
+    #: `budget_s` given: the run stopped handing out jobs when it ran out (a rerun goes on where it stopped)
+    budget_s: float | None = None
+    out_of_budget: bool = False
     canary_checks: int = 0
     canary_s: float = 0.0
     canary_wait_s: float = 0.0
@@ -144,6 +147,10 @@ class DeviceRun:
     report: CollectReport
     progress: OnProgress | None = None
     retry_skips: bool = False
+    #: time.perf_counter() past which no job is handed out (`collect(budget_s=)`); None: no budget
+    deadline: float | None = None
+    #: measure full models only (their profiled node spans: the `span` target), no standalone kernel timings
+    spans_only: bool = False
     settings_hash: str = field(init=False)
     _skipped_now: set[str] = field(init=False, default_factory=set)
     _claimed: set[str] = field(init=False, default_factory=set)
@@ -161,6 +168,16 @@ class DeviceRun:
         if self.retry_skips:
             return job in self._skipped_now
         return self.store.has_skip(job, self.ep.name, self.settings_hash)
+
+    def out_of_time(self) -> bool:
+        """Whether the budget is spent: no job is handed out past the deadline (noted in the report once)."""
+        if self.deadline is None or time.perf_counter() < self.deadline:
+            return False
+        if not self.report.out_of_budget:
+            log.info("collect budget of %.0f s spent on %s: stopping here; rerun to go on", self.report.budget_s or 0,
+                     self.ep.name)
+        self.report.out_of_budget = True
+        return True
 
     def claim(self, job: Job) -> Job:
         """Hand a job out: it is settled for the rest of the run until it is recorded."""
@@ -237,22 +254,26 @@ class DeviceRun:
 
 
 def collect(sources: Iterable[ModelSource], cfg: CollectConfig, store: Store,
-            progress: OnProgress | None = None, *, retry_skips: bool = False) -> CollectReport:
+            progress: OnProgress | None = None, *, retry_skips: bool = False, budget_s: float | None = None,
+            spans_only: bool = False) -> CollectReport:
     """Measure every source on every device config into the store, here, one job at a time; resumable and
     idempotent.
 
     One collect at a time per store (`Store.writer_lock`): a second one waits, then reuses what the first
     measured. `retry_skips` tries every job recorded as skipped again (skips under other settings are
-    retried anyway). Only KeyboardInterrupt and SystemExit stop the run early; every job committed stays.
+    retried anyway). `budget_s` stops handing out jobs once that many seconds have passed (the job under way
+    finishes; a rerun goes on), `spans_only` measures full models only (`DeviceRun.spans_only`). Only
+    KeyboardInterrupt, SystemExit and the budget stop the run early; every job committed stays.
     """
-    report = CollectReport()
+    report = CollectReport(budget_s=budget_s)
     start = time.perf_counter()
+    deadline = None if budget_s is None else start + budget_s
     sources = list(sources) if len(cfg.devices) > 1 else sources
     for ep in cfg.devices:
         sessions.check_provider(ep)
     with store.writer_lock():
         for ep in cfg.devices:
-            run = DeviceRun(store, ep, cfg.settings, report, progress, retry_skips)
+            run = DeviceRun(store, ep, cfg.settings, report, progress, retry_skips, deadline, spans_only)
             watch = HostWatch.for_settings(cfg.settings)
             canary = Canary(canary_timer(ep, cfg.settings.canary), cfg.settings.canary) \
                 if cfg.settings.canary.enabled else None
@@ -263,7 +284,8 @@ def collect(sources: Iterable[ModelSource], cfg: CollectConfig, store: Store,
             for job in device_jobs(sources, run):
                 result = measure_job(job, ep, cfg.settings, canary if watch.due(job) else None)
                 run.record(job, result, watch)
-            remeasure_flagged(run, canary, watch, run_start)
+            if not run.out_of_time():
+                remeasure_flagged(run, canary, watch, run_start)
     report.wall_s = time.perf_counter() - start
     return report
 
@@ -271,13 +293,20 @@ def collect(sources: Iterable[ModelSource], cfg: CollectConfig, store: Store,
 def device_jobs(sources: Iterable[ModelSource], run: DeviceRun) -> Iterator[Job]:
     """One device config's jobs, built as they are taken: the empty kernel and the host's peaks, then each model's
     kernels and the model itself; what is settled is left out (a kernel shared with an earlier model counts as
-    reused), and a model that cannot be read or split is recorded as a skip here. Every job handed out is claimed."""
+    reused), and a model that cannot be read or split is recorded as a skip here. Every job handed out is claimed;
+    none is once the run's budget is spent."""
     for first in (FixedJob(), PeaksJob()):  # the host's peaks: once per device and store (a failure is a skip)
+        if run.out_of_time():
+            return
         if not run.settled(first.job_id):
             yield run.claim(first)
     for src in sources:
+        if run.out_of_time():
+            return
         run.notify(ModelStarted(src.name, run.ep.name))
         for job in model_jobs(src, run):
+            if run.out_of_time():
+                return
             yield run.claim(job)
 
 
@@ -291,7 +320,8 @@ def model_jobs(src: ModelSource, run: DeviceRun) -> Iterator[Job]:
         return
     job = f"model:{digest}"
     model_settled = run.settled(job)
-    if model_settled and all(run.settled(f"kernel:{k}") for k in run.store.model_kernels(digest, run.ep.opt_level)):
+    if model_settled and (run.spans_only or all(run.settled(f"kernel:{k}")
+                                                for k in run.store.model_kernels(digest, run.ep.opt_level))):
         return  # a settled model is visited again only for a kernel skip to retry
     log.debug("model %s on %s: splitting", src.name, run.ep.name)
     try:
@@ -306,7 +336,7 @@ def model_jobs(src: ModelSource, run: DeviceRun) -> Iterator[Job]:
         return
     model_id = run.store.register_model(digest, src.name, *rows)
     run.report.node_occurrences += len(nodes)
-    for i, kn in enumerate(uniq.values()):
+    for i, kn in enumerate(() if run.spans_only else uniq.values()):
         run.notify(KernelStarted(src.name, kn.spec.op_type, i, len(uniq)))
         kjob = _kernel_job(kg, kn, run)
         if kjob is not None:

@@ -1,0 +1,34 @@
+"""The order a budgeted collect measures a zoo in: breadth first, so a collect cut short holds every family.
+
+A zoo config lists its variants family by family and its sampled blocks op family by op family; measured in that
+order, a collect stopped after a third of its time has ResNets and no transformer. `coverage_order` takes the
+architecture variants first (each one's profile gives a span for every node of a real-shaped graph, and whole models
+are what the calibration fits), one family at a time in turn, then the sampled one-kernel blocks, one op family at a
+time in turn; within a family the file's order is kept.
+
+    >>> [s.name for s in coverage_order(specs)]   # resnet18, vit_s, bert_2l, resnet50, vit_b, ..., conv_0, mm_0, ...
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from hase.zoo.registry import ModelSpec
+
+SAMPLED_PREFIX = "sampled-"  # the family of a sampled one-kernel block: "sampled-conv", "sampled-matmul", ...
+
+
+def round_robin(specs: Sequence[ModelSpec]) -> list[ModelSpec]:
+    """The specs one family at a time in turn (families in order of first appearance, each in file order)."""
+    by_family: dict[str, list[ModelSpec]] = {}
+    for s in specs:
+        by_family.setdefault(s.family, []).append(s)
+    turns = itertools.zip_longest(*by_family.values())
+    return [s for turn in turns for s in turn if s is not None]
+
+
+def coverage_order(specs: Sequence[ModelSpec]) -> list[ModelSpec]:
+    """Architecture variants round-robin over their families, then sampled blocks round-robin over theirs."""
+    arch = [s for s in specs if not s.family.startswith(SAMPLED_PREFIX)]
+    sampled = [s for s in specs if s.family.startswith(SAMPLED_PREFIX)]
+    return round_robin(arch) + round_robin(sampled)
