@@ -30,7 +30,13 @@ REPORT ?= reports
 DEVSET ?= models/dev
 DEVSET_OUT ?= reports/devset
 
-.PHONY: survey setup demo test test-fast lint typecheck zoo collect refine train train-gpu report bench clean devset devset-build devset-eval devset-dynamic devset-sweep predictors-with-devsets
+# A cpu-1t predictor of this host's own in minutes (issue 30): the zoo's models profiled for a budget, in coverage
+# order, spans only, then trained on the span target (docs/host.md). Resumable: run it again to measure more.
+OWN_BUDGET_S ?= 600
+OWN_STORE ?= data/own.sqlite
+OWN_PREDICTORS ?= data/predictors-own
+
+.PHONY: own-predictor survey setup demo test test-fast lint typecheck zoo collect refine train train-gpu report bench clean devset devset-build devset-eval devset-dynamic devset-sweep predictors-with-devsets
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +85,10 @@ demo:
 	$(HASE) predict $(DEMO_MODELS) --measure --predictors $(DEMO_ADAPTED) --device $(DEMO_DEVICE)
 	@echo "Done: measurements in $(DEMO_STORE), the demo predictor in $(DEMO_PREDICTORS), its report in $(DEMO_REPORT)/report.html, the adapted one in $(DEMO_ADAPTED) (all git-ignored)."
 	@echo "Next: $(HASE) predict MODEL.onnx [--measure]; a predictor of your own from the full zoo: make collect train report (35-60 min on the 2-core VM the shipped predictors come from)."
+
+own-predictor: setup
+	$(HASE) collect --zoo $(ZOO) --devices $(DEVICE) --device cpu-1t --store $(OWN_STORE) --spans-only --budget-s $(OWN_BUDGET_S)
+	$(HASE) train --store $(OWN_STORE) --out $(OWN_PREDICTORS) --config configs/predictor.toml --device cpu-1t --targets span
 
 test: setup
 	$(BIN)/python -m pytest -q

@@ -23,7 +23,8 @@ ZOO_CONFIG = "configs/zoo_small.toml"  # model zoo description (Makefile ZOO)
 ZOO_DIR = "model_zoo"  # where zoo models are built, one folder per zoo config
 # The zoo config as package data (hase/configs/ links to configs/ in a checkout; a wheel holds copies): `hase adapt`
 # and `hase host survey` build their transfer set from it anywhere, into the user cache directory.
-PACKAGED_ZOO_CONFIG = Path(__file__).resolve().parent / "configs" / "zoo_small.toml"
+PACKAGED_CONFIGS = Path(__file__).resolve().parent / "configs"
+PACKAGED_ZOO_CONFIG = PACKAGED_CONFIGS / "zoo_small.toml"
 DEVICES_CONFIG = "configs/devices.toml"  # device configurations and timing settings (Makefile DEVICE)
 PREDICTOR_CONFIG = "configs/predictor.toml"  # forest hyper-parameters and training settings
 PIPELINE_EXAMPLE = "configs/pipeline_example.toml"  # the documented example pipeline config
@@ -62,3 +63,12 @@ def user_predictors_dir() -> Path:
     set, else `user_data_dir() / "predictors"`. Read when called, never at import."""
     env = os.environ.get(PREDICTORS_ENV, "")
     return Path(env).expanduser() if env else user_data_dir() / "predictors"
+
+
+def config_file(path: str | Path, default: str) -> Path:
+    """`path` as given; where it is the `default` config (`configs/<name>`) and this folder has no `configs/` (an
+    installed wheel run anywhere), the copy shipped in the package (`PACKAGED_CONFIGS`), which a checkout links to."""
+    p = Path(path)
+    if str(path) == default and not p.is_file() and (PACKAGED_CONFIGS / p.name).is_file():
+        return PACKAGED_CONFIGS / p.name
+    return p

@@ -98,7 +98,7 @@ def gather_sources(args: argparse.Namespace) -> tuple[Iterator[coll.ModelSource]
     chains: list[Iterable[coll.ModelSource]] = []
     total = 0
     if args.zoo and args.zoo != "none":
-        config = read_zoo(args.zoo)
+        config = read_zoo(paths.config_file(args.zoo, paths.ZOO_CONFIG))
         if args.order == "coverage":
             config = dataclasses.replace(config, specs=tuple(coverage_order(config.specs)))
         total += len(config.specs)
@@ -126,7 +126,7 @@ def checked_config(args: argparse.Namespace) -> coll.CollectConfig:
         raise HaseError(f"--limit {args.limit} is out of range: give a number of models, 0 or more")
     if args.budget_s is not None and not args.budget_s > 0:
         raise HaseError(f"--budget-s {args.budget_s:g} is out of range: give a number of seconds above 0")
-    cfg = coll.load_collect_config(args.devices, args.device)
+    cfg = coll.load_collect_config(paths.config_file(args.devices, paths.DEVICES_CONFIG), args.device)
     if args.ep:
         if not 0 <= args.threads <= 1024:
             raise HaseError(f"--threads {args.threads} is out of range: use 0 (ONNX Runtime chooses) to 1024")

@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
     """Train every device asked for (all the store has by default), then print or JSON-dump the figures."""
 
     targets = tuple(t.strip() for t in args.targets.split(",")) if args.targets else None
-    cfg = load_train_config(args.config, targets=targets, save_targets=args.save_targets)
+    cfg = load_train_config(paths.config_file(args.config, paths.PREDICTOR_CONFIG), targets=targets,
+                            save_targets=args.save_targets)
     out = args.out or paths.user_predictors_dir()
     check_not_shipped(out)
     check_output_dir(out, "--out")  # before minutes of training, not after

@@ -23,6 +23,7 @@ host and the models whose block medians varied more than the noise bound.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -60,13 +61,18 @@ from hase.measure.store import Store
 from hase.measure.types import MeasureSettings, ModelSource
 from hase.runtime import sessions
 from hase.runtime.host import HostFingerprint
-from hase.runtime.types import EPConfig
+from hase.runtime.types import EPConfig, TimingPolicy
 from hase.zoo import ZooConfig, ensure_zoo
+from hase.zoo.blocks import is_sampled
 
 __all__ = ["CollectConfig", "CollectReport", "DeviceRun", "ModelSource", "WorkerSummary", "collect", "device_jobs",
            "dir_sources", "load_collect_config", "model_jobs", "zoo_sources"]
 
 log = logging.getLogger(__name__)
+
+#: the most a spans-only collect times a sampled one-kernel block as a whole model (its three blocks still flag it
+#: noisy): half of a sampled block's job time went into its whole-model timing runs, which training never reads
+BLOCK_TIMING = TimingPolicy(warmup=2, min_runs=5, min_time_s=0.02)
 
 
 
@@ -168,6 +174,16 @@ class DeviceRun:
         if self.retry_skips:
             return job in self._skipped_now
         return self.store.has_skip(job, self.ep.name, self.settings_hash)
+
+    def settings_for(self, job: Job) -> MeasureSettings:
+        """The run's settings; with `spans_only`, a sampled one-kernel block's whole-model timing under the lighter
+        `BLOCK_TIMING` (training uses its spans, never its latency: blocks are no calibration point)."""
+        if self.spans_only and isinstance(job, ModelJob) and is_sampled(job.src.family):
+            return dataclasses.replace(self.settings, model=dataclasses.replace(
+                self.settings.model, warmup=min(self.settings.model.warmup, BLOCK_TIMING.warmup),
+                min_runs=min(self.settings.model.min_runs, BLOCK_TIMING.min_runs),
+                min_time_s=min(self.settings.model.min_time_s, BLOCK_TIMING.min_time_s)))
+        return self.settings
 
     def out_of_time(self) -> bool:
         """Whether the budget is spent: no job is handed out past the deadline (noted in the report once)."""
@@ -282,7 +298,7 @@ def collect(sources: Iterable[ModelSource], cfg: CollectConfig, store: Store,
             record_signature(run)
             run_start = time.perf_counter()
             for job in device_jobs(sources, run):
-                result = measure_job(job, ep, cfg.settings, canary if watch.due(job) else None)
+                result = measure_job(job, ep, run.settings_for(job), canary if watch.due(job) else None)
                 run.record(job, result, watch)
             if not run.out_of_time():
                 remeasure_flagged(run, canary, watch, run_start)

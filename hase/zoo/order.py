@@ -13,9 +13,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
+from hase.zoo.blocks import is_sampled
 from hase.zoo.registry import ModelSpec
-
-SAMPLED_PREFIX = "sampled-"  # the family of a sampled one-kernel block: "sampled-conv", "sampled-matmul", ...
 
 
 def round_robin(specs: Sequence[ModelSpec]) -> list[ModelSpec]:
@@ -29,6 +28,6 @@ def round_robin(specs: Sequence[ModelSpec]) -> list[ModelSpec]:
 
 def coverage_order(specs: Sequence[ModelSpec]) -> list[ModelSpec]:
     """Architecture variants round-robin over their families, then sampled blocks round-robin over theirs."""
-    arch = [s for s in specs if not s.family.startswith(SAMPLED_PREFIX)]
-    sampled = [s for s in specs if s.family.startswith(SAMPLED_PREFIX)]
+    arch = [s for s in specs if not is_sampled(s.family)]
+    sampled = [s for s in specs if is_sampled(s.family)]
     return round_robin(arch) + round_robin(sampled)

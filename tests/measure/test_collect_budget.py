@@ -2,6 +2,7 @@
 store (full models profiled, no standalone kernel timings) trains the `span` target."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import onnx
@@ -10,10 +11,13 @@ from collect_cases import FAST, check_complete, integrity
 from conftest import conv_bn_relu_model, embedding_model
 from tiny_store import TINY_CONFIG
 
+from hase import paths
 from hase.cli import main
 from hase.measure import collect as coll
+from hase.measure import jobs
 from hase.measure.store import Store
 from hase.predict.bundle import load_bundle
+from hase.runtime.types import EPConfig
 
 
 @pytest.fixture
@@ -67,3 +71,40 @@ def test_a_budget_of_zero_is_refused_before_the_store_is_opened(tmp_path, argv, 
     assert main([*argv, "--store", str(tmp_path / "s.sqlite"), "--budget-s", "0"]) == 2
     assert "--budget-s 0 is out of range" in capsys.readouterr().err
     assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_without_a_checkout_the_packaged_configs_are_used(tmp_path, monkeypatch):
+    """An installed wheel in an empty folder: the default zoo, device and predictor configs are the package's."""
+    monkeypatch.chdir(tmp_path)
+    for default in (paths.ZOO_CONFIG, paths.DEVICES_CONFIG, paths.PREDICTOR_CONFIG):
+        assert paths.config_file(default, default) == paths.PACKAGED_CONFIGS / Path(default).name
+        assert paths.config_file(default, default).is_file()
+    assert paths.config_file("mine.toml", paths.DEVICES_CONFIG) == Path("mine.toml")  # never replaces a given one
+
+
+@pytest.mark.slow
+def test_collect_runs_in_an_empty_folder_with_the_packaged_devices(tmp_path, monkeypatch):
+    model = tmp_path / "m" / "conv4.onnx"
+    model.parent.mkdir()
+    onnx.save(conv_bn_relu_model(c=4), model)
+    monkeypatch.chdir(tmp_path)
+    assert main(["collect", "--zoo", "none", "--model", str(model), "--device", "cpu-1t", "--spans-only",
+                 "--budget-s", "300"]) == 0
+    with Store(tmp_path / paths.STORE) as s:
+        assert len(s.table("model_measurements")) == 1 and set(s.table("model_measurements").device) == {"cpu-1t"}
+
+
+def test_spans_only_times_a_sampled_block_lightly_and_everything_else_as_configured(tmp_path, argv):
+    settings = coll.load_collect_config(tmp_path / "devices.toml").settings
+    block = jobs.ModelJob("model:b", onnx.ModelProto(), coll.ModelSource("b", "sampled-conv", tmp_path / "b.onnx"),
+                          "b", ())
+    net = dataclasses.replace(block, src=coll.ModelSource("n", "resnet", tmp_path / "n.onnx"))
+    with Store(tmp_path / "s.sqlite") as store:
+        run = coll.DeviceRun(store, EPConfig(name="cpu-test"), settings, coll.CollectReport(), spans_only=True)
+        light = run.settings_for(block).model
+        assert light.min_runs == min(settings.model.min_runs, coll.BLOCK_TIMING.min_runs)
+        assert light.min_time_s == min(settings.model.min_time_s, coll.BLOCK_TIMING.min_time_s)
+        assert run.settings_for(block).model_blocks == settings.model_blocks  # still three blocks: noisy flags
+        assert run.settings_for(net) == settings
+        run.spans_only = False
+        assert run.settings_for(block) == settings
