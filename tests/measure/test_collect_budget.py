@@ -108,3 +108,12 @@ def test_spans_only_times_a_sampled_block_lightly_and_everything_else_as_configu
         assert run.settings_for(net) == settings
         run.spans_only = False
         assert run.settings_for(block) == settings
+
+
+def test_a_budget_or_spans_only_on_a_cluster_is_refused_before_anything_starts(tmp_path, argv, capsys):
+    store = tmp_path / "s.sqlite"
+    for extra in (["--budget-s", "60"], ["--spans-only"]):
+        assert main([*argv, "--store", str(store), "--cluster", "auto", *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--budget-s and --spans-only are for a collect on this host" in err
+    assert not store.exists()
