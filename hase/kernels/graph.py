@@ -298,12 +298,12 @@ def _optimized_kernel_graph(model: onnx.ModelProto | None, feeds: dict[str, np.n
         values = None
         if not with_weights:
             try:
-                values = probe.observe_shapes(opt, path, feeds)
+                values = probe.observe_shapes(opt, path, feeds, ep)
             except probe.ShapesUnavailableError as exc:
                 log.debug("shapes-only probe failed (%s); running the full probe", exc)
         if values is None:
             load_external_data_for_model(opt, tmp)
-            values = probe.observe_values(opt, feeds)
+            values = probe.observe_values(opt, feeds, ep)
             with_weights = True
     return KernelGraph(opt, values, ep.opt_level, feeds, with_weights)
 
@@ -317,7 +317,7 @@ def _inferred_kernel_graph(model: onnx.ModelProto | None, feeds: dict[str, np.nd
         try:
             path = optimize_to(model, ep, tmp, source, external_folder=external_folder, discard_weights=True)
             opt = onnx.load(str(path), load_external_data=False)
-            values = probe.infer_shapes(opt, feeds)
+            values = probe.infer_shapes(opt, feeds, ep)
         except HaseError as exc:  # ShapesUnavailableError included
             log.debug("no shapes from ORT's type inference (%s); probing with a run", exc)
             return None

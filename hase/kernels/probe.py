@@ -36,10 +36,20 @@ class ShapesUnavailableError(HaseError):
 NO_PREPACK = {"session.disable_prepacking": "1"}
 
 
-def observe_values(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, TensorSpec]:
-    """Shape, dtype and [min, max] of every tensor in the graph, from a real ORT run."""
+def probe_ep(ep: EPConfig | None) -> EPConfig:
+    """Where a graph optimized for `ep` is probed: the CPU EP (one thread, no further optimization) for a CPU
+    config or none; the config's own provider otherwise, since a graph ORT optimized for CUDA may hold fusions
+    only CUDA implements (`BiasSoftmax`: the first GPU run's split failed on every BERT probed on the CPU)."""
+    if ep is None or ep.ep == "cpu":
+        return _CPU
+    return EPConfig(name="shape-probe", ep=ep.ep, intra_op_threads=1, opt_level="disabled", device_id=ep.device_id)
+
+
+def observe_values(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
+                   ep: EPConfig | None = None) -> dict[str, TensorSpec]:
+    """Shape, dtype and [min, max] of every tensor in the graph, from a real ORT run (on `probe_ep(ep)`)."""
     values = _const_and_feed_specs(opt, feeds)
-    for name, arr in run_all_values(opt, feeds).items():
+    for name, arr in run_all_values(opt, feeds, ep).items():
         values[name] = _spec_of(name, arr)
     return values
 
@@ -52,8 +62,9 @@ def _const_and_feed_specs(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray])
     return values
 
 
-def run_all_values(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Run an (already optimized) graph on ORT's CPU EP with every node output exposed as a graph output."""
+def run_all_values(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
+                   ep: EPConfig | None = None) -> dict[str, np.ndarray]:
+    """Run an (already optimized) graph on `probe_ep(ep)` with every node output exposed as a graph output."""
     n_outputs = len(opt.graph.output)
     have = {o.name for o in opt.graph.output}
     for node in opt.graph.node:
@@ -65,7 +76,7 @@ def run_all_values(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dic
         probe_bytes = opt.SerializeToString()
     finally:
         del opt.graph.output[n_outputs:]  # the caller's graph is left as it was (no copy of the weights)
-    sess = sessions.make_session(probe_bytes, _CPU, config=NO_PREPACK)
+    sess = sessions.make_session(probe_bytes, probe_ep(ep), config=NO_PREPACK)
     del probe_bytes
     names = [o.name for o in sess.get_outputs()]
     try:
@@ -87,7 +98,8 @@ def _spec_of(name: str, arr: np.ndarray) -> TensorSpec:
     return TensorSpec(name, tuple(int(d) for d in arr.shape), arr.dtype.name, False, low, high)
 
 
-def infer_shapes(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, TensorSpec]:
+def infer_shapes(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
+                 ep: EPConfig | None = None) -> dict[str, TensorSpec]:
     """Shape and dtype of every tensor as ONNX Runtime's own type inference gives them when it loads the
     optimized graph (it knows the fused com.microsoft ops), with no run and no weights: the initializers ORT
     stored externally become graph inputs of their type. What `observe_shapes` learns from a run, at a
@@ -99,7 +111,8 @@ def infer_shapes(opt: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[
     """
     values = _const_and_feed_specs(opt, feeds)
     try:
-        sess = sessions.make_session(_weightless(opt).SerializeToString(), _CPU, config=NO_PREPACK, log_severity=4)
+        sess = sessions.make_session(_weightless(opt).SerializeToString(), probe_ep(ep), config=NO_PREPACK,
+                                     log_severity=4)
     except HaseError as exc:
         raise ShapesUnavailableError(f"ORT cannot load the graph without its weights ({first_line(exc)})") from exc
     inferred = {o.name: (str(o.type), o.shape) for o in sess.get_outputs()}
@@ -141,12 +154,13 @@ def _weightless(opt: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def observe_shapes(opt: onnx.ModelProto, path: str | os.PathLike[str],
-                   feeds: Mapping[str, np.ndarray]) -> dict[str, TensorSpec]:
+                   feeds: Mapping[str, np.ndarray], ep: EPConfig | None = None) -> dict[str, TensorSpec]:
     """Shape and dtype of every tensor from one profiled ORT run of the optimized model file (no value
     ranges); cheaper than `observe_values` since no tensor is kept alive for inspection."""
     values = _const_and_feed_specs(opt, feeds)
     with tempfile.TemporaryDirectory(prefix="hase_probe_") as tmp:
-        sess = sessions.make_session(str(path), _CPU, profile_prefix=str(Path(tmp) / "probe"), config=NO_PREPACK)
+        sess = sessions.make_session(str(path), probe_ep(ep), profile_prefix=str(Path(tmp) / "probe"),
+                                     config=NO_PREPACK)
         try:
             sess.run(None, dict(feeds))
         except Exception as exc:

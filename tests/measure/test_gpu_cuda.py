@@ -55,3 +55,13 @@ def test_measured_row_names_the_gpu_and_counts_no_fallback(resnet):
     assert row["gpu_name"] and row["gpu_driver"] and row["execution_provider"] == "CUDAExecutionProvider"
     assert row["timing_api"] == "iobinding" and row["n_cpu_fallback_nodes"] == 0
     assert spans and all(s["provider"] for s in spans)
+
+
+def test_a_bert_splits_on_cuda_with_its_cuda_only_fusions(tmp_path: Path):
+    # the first GPU run (2026-11-28) skipped every BERT at the split: ORT's CUDA graph holds BiasSoftmax, which
+    # the shape probe could not load on the CPU EP; the probe now runs on the config's own provider
+    require_cuda()
+    spec = get_family("bert").spec({"layers": 1, "hidden": 64, "heads": 2, "seq": 32, "vocab": 2048})
+    kg = graph.kernel_graph(build_model(spec), CUDA_EP)
+    nodes = split.split(kg)
+    assert "BiasSoftmax" in {n.spec.op_type for n in nodes}

@@ -87,10 +87,14 @@ class CuptiRecorder:
 
     def clock(self, profile_start_ns: int) -> records.ClockSync:
         """The clock pair for this recording, read now (`profile_start_ns`: the session's
-        `get_profiling_start_time_ns()`)."""
+        `get_profiling_start_time_ns()`). The CUPTI read is bracketed by two wall-clock reads and paired with
+        their midpoint, so the pair is off by at most half the gap between them (one read after it, as before,
+        put CUPTI times late by up to the whole gap)."""
+        before = time.time_ns()
         cupti_ns = int(self._cupti.get_timestamp())
-        wall_ns = time.time_ns()
-        return records.ClockSync(cupti_ns=cupti_ns, wall_ns=wall_ns, profile_start_ns=int(profile_start_ns))
+        after = time.time_ns()
+        return records.ClockSync(cupti_ns=cupti_ns, wall_ns=(before + after) // 2,
+                                 profile_start_ns=int(profile_start_ns))
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

@@ -1,11 +1,12 @@
 """Constructed CUDA-EP profiles and CUPTI activity records for the GPU attribution tests.
 
-CONSTRUCTED, not captured: no GPU has run Hase yet. The profile events follow ORT 1.31/1.32's CUDA-EP format
-without fences (`<node>_kernel_time` on the launching thread, `model_run`, `SequentialExecutor::Execute`), and
-the records are `SimpleNamespace` objects with cupti-python 13's attribute names (`kind`, `start`, `end`,
-`correlation_id`, `stream_id`, `device_id`, `name`, `copy_kind`, `cbid`, `thread_id`, `process_id`).
-Replace them with the real fixtures that scripts/gpu/run_on_device.sh captures (gpu_fixtures/) on the first
-GPU run.
+CONSTRUCTED for the cases the real captures (captured.py, an H200 run of 2026-11-28) do not hold: a copy launched
+before Execute, a node on the CPU, a launch on another thread, a missing launch record, GPU-bound and balanced
+runs. Their format follows the captures: ORT 1.31's CUDA-EP profile without fences (`<node>_kernel_time` on the
+launching thread, `model_run`, `SequentialExecutor::Execute`), and `SimpleNamespace` records with cupti-python
+13's attribute names (`kind`, `start`, `end`, `correlation_id`, `stream_id`, `device_id`, `name`, `copy_kind`,
+`cbid`, `thread_id`, `process_id`). The assumptions themselves are checked on the captures
+(test_gpu_captured.py).
 """
 from __future__ import annotations
 

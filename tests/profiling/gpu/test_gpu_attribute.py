@@ -1,8 +1,7 @@
 """hase.profiling.gpu.records and .attribute: CUPTI records -> GPU time per ORT node, per run, verdict.
 
-The profiles and CUPTI records are CONSTRUCTED (tests/profiling/gpu/cupti_cases.py, in cupti-python 13's
-field layout): no GPU has run Hase yet. Replace them with the real fixtures scripts/gpu/run_on_device.sh
-captures on the first GPU run.
+The profiles and CUPTI records are CONSTRUCTED (tests/profiling/gpu/cupti_cases.py) for the edge cases the real
+captures lack; test_gpu_captured.py checks the same functions on records captured on an H200.
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """A CUPTI failure is not fatal: errors in the buffer-completed callback are counted, and a recording with no GPU
 work or with callback errors falls back to ORT's kernel_time spans with one warning line.
 
-The records are CONSTRUCTED (cupti_cases.py, cupti-python 13's field layout); the callback and the recorder's
-exit are driven here with stand-ins for cupti-python, which this CPU machine lacks.
+The records are CONSTRUCTED (cupti_cases.py, in the layout of the H200 captures of captured.py); the callback and
+the recorder's exit are driven here with stand-ins for cupti-python, which this CPU machine lacks.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """GPU tracks and launch->work flow arrows in the Perfetto export, and the GPU table / JSON of `hase profile`,
-on the CONSTRUCTED CUDA profile and CUPTI records of cupti_cases.py (replace with the real fixtures of the
-first GPU run)."""
+on the CONSTRUCTED CUDA profile and CUPTI records of cupti_cases.py (known figures and a GPU-bound case);
+test_gpu_captured.py builds the trace from a real H200 capture."""
 from __future__ import annotations
 
 import io
