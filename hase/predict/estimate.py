@@ -11,6 +11,7 @@ gives a DataFrame to whoever wants one).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
@@ -25,13 +26,14 @@ from numpy.typing import NDArray
 
 from hase import paths
 from hase.errors import HaseError
-from hase.kernels import graph, split
+from hase.kernels import cuda_map, graph, split
 from hase.kernels.types import KernelSpec
 from hase.predict import residency
 from hase.predict.bundle import PredictorBundle, load_bundle, predictor_dir
 from hase.predict.calibration import Calibration
 from hase.predict.predictor import KEY, SOURCE, SOURCE_OP, KernelPredictor
 from hase.profiling.names import kernel_signature
+from hase.runtime import sessions
 
 if TYPE_CHECKING:  # pragma: no cover - pandas loads only for `ModelEstimate.frame`
     import pandas as pd
@@ -40,6 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover - pandas loads only for `ModelEstimate.fra
     from hase.runtime.types import EPConfig
 
 NODE_NAME, OP_TYPE, KERNEL_ID, LOW_MS, HIGH_MS = "node_name", "op_type", "kernel_id", "low_ms", "high_ms"
+log = logging.getLogger(__name__)
 INTERVAL = (10.0, 90.0)  # percentiles of the trees' spread reported as the interval
 
 
@@ -203,10 +206,18 @@ def estimate_model(path: str | Path, bundle: PredictorBundle, target: str | None
 def build_kernel_graph(path: str | Path, ep: EPConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
                        free_dims: Mapping[str, int] | None = None) -> tuple[KernelGraph, float]:
     """The kernel graph `hase predict` needs (ORT's optimized graph and every tensor's shape, never the weights)
-    and the seconds it took."""
+    and the seconds it took. For a CUDA configuration on a host whose onnxruntime has no CUDA EP: the CPU EP's
+    graph mapped to the CUDA EP's kernels (`hase.kernels.cuda_map`), so a GPU predictor predicts anywhere."""
 
     t0 = time.perf_counter()
-    kg = graph.file_kernel_graph(path, ep, input_shapes, with_weights=False, free_dims=free_dims)
+    if ep.ep == "cuda" and not sessions.provider_available(ep):
+        log.info("no CUDA EP here: %s's kernel graph is the CPU EP's `%s` graph mapped to CUDA kernels "
+                 "(hase.kernels.cuda_map)", ep.name, cuda_map.CPU_LEVEL)
+        kg = graph.file_kernel_graph(path, cuda_map.cpu_config(ep), input_shapes, with_weights=False,
+                                     free_dims=free_dims)
+        kg = cuda_map.to_cuda(kg, ep.opt_level)
+    else:
+        kg = graph.file_kernel_graph(path, ep, input_shapes, with_weights=False, free_dims=free_dims)
     return kg, time.perf_counter() - t0
 
 

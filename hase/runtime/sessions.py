@@ -61,6 +61,11 @@ def check_provider(ep: EPConfig) -> None:
         )
 
 
+def provider_available(ep: EPConfig) -> bool:
+    """Whether this onnxruntime build lists the config's provider (a GPU build may list CUDA with no GPU)."""
+    return ep.provider in ort().get_available_providers()
+
+
 def check_session_provider(providers: Sequence[str], ep: EPConfig) -> None:
     """Fail when a session does not run on the config's provider first (`session.get_providers()`).
 
