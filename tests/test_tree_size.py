@@ -1,6 +1,6 @@
-"""The tracked tree stays under 34 MiB: a GPU device call carries the working tree plus the GPU kit's `.gpu/`
-(25 MiB on 2026-11-28) in 64 MiB, and ../shared/gpu/setup-local.sh refuses past 62 MiB (34 MiB left 3 MiB when the
-shipped h100-cuda predictor, 4.4 MB, raised the tree to 33 MiB). docs/gpu.md says what to
+"""The tracked tree stays under 35 MiB: a GPU device call carries the working tree plus the GPU kit's `.gpu/`
+(25.4 MiB on 2026-11-28) in 64 MiB, and ../shared/gpu/setup-local.sh refuses past 62 MiB. The shipped h100-cuda
+predictor (4.4 MB) took the tree to 33.9 MiB: 59.2 MiB travelled. docs/gpu.md says what to
 ignore when the tree grows."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[1]
-LIMIT_MIB = 34
+LIMIT_MIB = 35
 
 
 def tracked_sizes(root: Path) -> dict[str, int] | None:
@@ -26,7 +26,7 @@ def tracked_sizes(root: Path) -> dict[str, int] | None:
     return {p: (root / p).stat().st_size for p in paths if (root / p).is_file()}
 
 
-def test_the_tracked_tree_stays_under_34_mib() -> None:
+def test_the_tracked_tree_stays_under_35_mib() -> None:
     sizes = tracked_sizes(ROOT)
     if sizes is None:
         pytest.skip("not a git checkout git can read (an sdist or an installed copy): no tracked tree to size")
