@@ -235,8 +235,16 @@ def print_predictor(used: UsedPredictor) -> None:
 def warn_host(used: UsedPredictor) -> None:
     """One warning line on stderr (also with --json) naming how this host differs from the predictor's machine, and
     one when the predictor was trained on a mostly busy store."""
-    if used.mismatches:
+    from hase.runtime.sessions import provider_available  # noqa: PLC0415 - ORT loads only when a command runs
+    from hase.runtime.types import EPConfig  # noqa: PLC0415
 
+    if used.identity.is_cuda and not provider_available(EPConfig(name="cuda", ep="cuda")):
+        # predicting a GPU from a CPU-only host is the point: not a mismatch to fix
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
+            f"note: predictor {used.identity.device!r} gives the latency on its own GPU machine "
+            f"({used.identity.gpu_name or 'its GPU'}), not on this host; with no CUDA EP here its CUDA kernel graph is "
+            f"this host's CPU graph mapped to CUDA kernels (docs/gpu.md)", markup=False)
+    elif used.mismatches:
         Console(stderr=True, highlight=False, soft_wrap=True).print(
             f"warning: this host differs from the machine predictor {used.identity.device!r} was trained on: "
             f"{'; '.join(used.mismatches)}. Its predictions describe that machine and may be off here; "

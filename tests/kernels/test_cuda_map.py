@@ -69,3 +69,14 @@ def test_predicting_a_cuda_configuration_here_builds_the_mapped_graph(tmp_path: 
     kg, seconds = build_kernel_graph(path, CUDA)
     assert kg.opt_level == "all" and seconds > 0
     assert Counter(n.op_type for n in kg.nodes)["Gemm"] == 3 and not kg.has_weights
+
+
+def test_hase_predict_of_the_shipped_gpu_predictor_on_this_cpu_host(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    from hase.cli import main  # noqa: PLC0415
+
+    path = tmp_path / "alexnet.onnx"
+    onnx.save(_model("alexnet"), path)
+    assert main(["predict", "--device", "h100-cuda", "--json", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert "gives the latency on its own GPU machine" in err and "warning: this host differs" not in err
+    assert '"device": "h100-cuda"' in out and '"latency_ms"' in out
