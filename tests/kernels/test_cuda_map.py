@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 import pytest
 
+from hase.cli import main
 from hase.kernels import cuda_map, graph, split
 from hase.predict.estimate import build_kernel_graph
 from hase.runtime import sessions
@@ -72,8 +73,6 @@ def test_predicting_a_cuda_configuration_here_builds_the_mapped_graph(tmp_path: 
 
 
 def test_hase_predict_of_the_shipped_gpu_predictor_on_this_cpu_host(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    from hase.cli import main  # noqa: PLC0415
-
     path = tmp_path / "alexnet.onnx"
     onnx.save(_model("alexnet"), path)
     assert main(["predict", "--device", "h100-cuda", "--json", str(path)]) == 0
