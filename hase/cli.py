@@ -91,7 +91,8 @@ QUICK_EXIT = ("predict",)
 
 
 def console() -> NoReturn:
-    """The `hase` console script (and `python -m hase.cli`): `main` on sys.argv, then exit with its code."""
+    """The `hase` console script (and `python -m hase`, `python -m hase.cli`): `main` on sys.argv, then exit with its
+    code."""
     argv = sys.argv[1:]
     quick = next((a for a in argv if not a.startswith("-")), None) in QUICK_EXIT
     if quick:

@@ -36,3 +36,10 @@ def test_a_quick_exit_loses_no_output_and_keeps_the_exit_code(tmp_path):
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.strip().splitlines() == [f"hase: error: model file not found: {tmp_path / 'none.onnx'} "
                                                f"(check the path)"]
+
+
+def test_python_m_hase_is_the_hase_command():
+    done = subprocess.run([sys.executable, "-m", "hase", "predictors", "--json"], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "cpu-1t" in {p["device"] for p in json.loads(done.stdout)}
