@@ -17,6 +17,7 @@ from hase.measure.collect import dir_sources
 from hase.measure.types import ModelSource
 from hase.sampler.config import read_zoo
 from hase.zoo import INDEX_NAME, ensure_zoo
+from hase.zoo.order import round_robin
 
 
 def transfer_root() -> Path:
@@ -46,15 +47,9 @@ def transfer_sources(dirs: Sequence[str] | None, say: Callable[[str], None] | No
 
 def zoo_order(zoo: Path) -> list[ModelSource]:
     """A built zoo's models, one family after another in turn (round robin), each family's smallest first."""
-    families: dict[str, list[tuple[int, ModelSource]]] = {}
+    sized: list[tuple[int, ModelSource]] = []
     with (zoo / INDEX_NAME).open(newline="") as f:
         for row in csv.DictReader(f):
-            src = ModelSource(row["name"], row["family"], zoo / row["file"])
-            families.setdefault(row["family"], []).append((int(row.get("size_bytes") or 0), src))
-    queues = [[s for _, s in sorted(v, key=lambda t: t[0])] for _, v in sorted(families.items())]
-    order: list[ModelSource] = []
-    while any(queues):
-        for q in queues:
-            if q:
-                order.append(q.pop(0))
-    return order
+            sized.append((int(row.get("size_bytes") or 0), ModelSource(row["name"], row["family"], zoo / row["file"])))
+    sized.sort(key=lambda t: (t[1].family, t[0]))  # families by name, then by size (stable: file order on ties)
+    return round_robin([src for _, src in sized])

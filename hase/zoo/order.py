@@ -12,15 +12,25 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Protocol, TypeVar
 
 from hase.zoo.blocks import is_sampled
 from hase.zoo.registry import ModelSpec
 
 
-def round_robin(specs: Sequence[ModelSpec]) -> list[ModelSpec]:
-    """The specs one family at a time in turn (families in order of first appearance, each in file order)."""
-    by_family: dict[str, list[ModelSpec]] = {}
-    for s in specs:
+class _HasFamily(Protocol):
+    @property
+    def family(self) -> str: ...
+
+
+F = TypeVar("F", bound=_HasFamily)
+
+
+def round_robin(items: Sequence[F]) -> list[F]:
+    """The items (model specs or sources) one family at a time in turn: families in order of first appearance,
+    each family's items in their order."""
+    by_family: dict[str, list[F]] = {}
+    for s in items:
         by_family.setdefault(s.family, []).append(s)
     turns = itertools.zip_longest(*by_family.values())
     return [s for turn in turns for s in turn if s is not None]
