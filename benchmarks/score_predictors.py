@@ -44,7 +44,7 @@ KEY = [MODEL, BATCH]
 def truth_rows(runs: list[str]) -> pd.DataFrame:
     """The first run's rows (group, FLOPs, bytes) with measured_ms the minimum over all runs; the spread kept."""
     rows = pd.read_csv(runs[0])
-    rows = rows[rows[ERROR].fillna("") == ""].copy()
+    rows = rows[rows[ERROR].isna() | (rows[ERROR].astype(str) == "")].copy()  # rows without an error
     measured = pd.concat([pd.read_csv(f).set_index(KEY)[MEASURED_MS].rename(f) for f in runs], axis=1)
     truth = measured.min(axis=1)
     rows[MEASURED_MS] = rows.set_index(KEY).index.map(truth)
