@@ -170,7 +170,8 @@ def decompose(events: pd.DataFrame, skip_runs: int = 0) -> pd.DataFrame:
     out[MODEL_RUN_OUTSIDE_EXECUTE_US] = out[MODEL_RUN_US] - out[EXECUTE_US]
     nodes = _node_metrics(events, skip_runs)
     out = out.join(nodes)
-    out[list(nodes.columns)] = out[list(nodes.columns)].fillna(0)  # runs without nodes
+    cols = list(nodes.columns)  # numbers all (a malformed profile's empty frame may type them str): 0 for no nodes
+    out[cols] = out[cols].apply(pd.to_numeric, errors="coerce").fillna(0)
     out[list(COUNT_COLUMNS)] = out[list(COUNT_COLUMNS)].astype(int)
     out[EXECUTE_OUTSIDE_NODES_US] = out[EXECUTE_US] - out[NODE_TIMELINE_SPAN_US]
     return out.reset_index()[list(DECOMPOSITION_COLUMNS)]
