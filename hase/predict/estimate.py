@@ -212,7 +212,7 @@ def build_kernel_graph(path: str | Path, ep: EPConfig, input_shapes: Mapping[str
     t0 = time.perf_counter()
     if ep.ep == "cuda" and not sessions.provider_available(ep):
         log.debug("no CUDA EP here: %s's kernel graph is the CPU EP's `%s` graph mapped to CUDA kernels "
-                 "(hase.kernels.cuda_map)", ep.name, cuda_map.CPU_LEVEL)
+                  "(hase.kernels.cuda_map)", ep.name, cuda_map.CPU_LEVEL)
         kg = graph.file_kernel_graph(path, cuda_map.cpu_config(ep), input_shapes, with_weights=False,
                                      free_dims=free_dims)
         kg = cuda_map.to_cuda(kg, ep.opt_level)
