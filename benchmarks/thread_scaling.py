@@ -9,6 +9,13 @@ convs and element-wise ops over big tensors, gain less than compute-bound GEMMs 
 (1, default, 1, default, ...); each figure is the quickest pass.
 
     python benchmarks/thread_scaling.py [--models DIR ...] [--passes 2] [--threads 0]
+    python benchmarks/thread_scaling.py --sweep 1,2,4,8,16 --out DIR [--skeletons DIR] [--budget-s 400]
+
+`--sweep` times every model at each listed intra-op thread count, pass after pass (threads interleaved within a
+model), and appends each model's rows to DIR/nodes.csv (model, node, op_type, threads, pass, span_ms) and
+DIR/models.csv (model, threads, pass, wall_ms, wall_p90_ms, span_sum_ms, kernels) as it goes, so a run cut off
+by its budget keeps what it measured. `--skeletons` takes weight-less models (`benchmarks/skeleton.py`) and
+inflates them first: how real models travel to a lent machine.
 """
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ import platform
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pandas as pd
 
@@ -46,6 +54,68 @@ def measure(path: Path, eps: list[EPConfig], passes: int, settings: MeasureSetti
     return nodes, {name: min(w) for name, w in walls.items()}
 
 
+def sweep(files: dict[str, Path], threads: list[int], passes: int, out: Path, budget_s: float,
+          max_ms: float) -> None:
+    """Every model at every thread count, pass after pass, appended to out/nodes.csv and out/models.csv."""
+    import time
+
+    t0 = time.monotonic()
+    settings = MeasureSettings()
+    out.mkdir(parents=True, exist_ok=True)
+    skip: set[str] = set()
+    for p in range(passes):
+        for name, path in files.items():
+            if name in skip:
+                continue
+            if time.monotonic() - t0 > budget_s:
+                print(f"budget {budget_s:.0f} s spent at pass {p}, model {name}", flush=True)
+                return
+            model = graph.load_model(path)
+            ops = {n.name: n.op_type for n in graph.kernel_graph(model, EPConfig(name="1t", intra_op_threads=1)).nodes}
+            nodes, walls = [], []
+            for t in threads:
+                ep = EPConfig(name=f"t{t}", intra_op_threads=t)
+                timing = time_model(model, ep, settings)[0]
+                if t == threads[0] and timing.latency_ms > max_ms:
+                    print(f"{name}: {timing.latency_ms:.1f} ms at {t} threads, over --max-ms; skipped", flush=True)
+                    skip.add(name)
+                    break
+                spans = kernel_times_ms(path, ep, runs=10)
+                nodes += [{"model": name, "node": n, "op_type": ops.get(n, n.split("_token")[0]), "threads": t,
+                           "pass": p, "span_ms": ms} for n, ms in spans.items()]
+                walls.append({"model": name, "threads": t, "pass": p, "wall_ms": timing.latency_ms,
+                              "wall_p90_ms": timing.p90_ms, "span_sum_ms": sum(spans.values()),
+                              "kernels": len(spans)})
+            if name in skip:
+                continue
+            for rows, file in ((nodes, out / "nodes.csv"), (walls, out / "models.csv")):
+                pd.DataFrame(rows).to_csv(file, mode="a", header=not file.exists(), index=False)
+            print(f"pass {p} {name}: " + ", ".join(f"{w['threads']}t {w['wall_ms']:.2f} ms" for w in walls)
+                  + f" ({time.monotonic() - t0:.0f} s)", flush=True)
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    """The sweep mode: inflate the skeletons, print the host, measure."""
+    import tempfile
+
+    from skeleton import inflate  # type: ignore[import-not-found]  # benchmarks/ is on sys.path when run
+
+    fp = host_fingerprint()
+    print(f"host {fp.digest}: {fp.summary()}; ORT {ort.__version__} CPU EP, level all; threads {args.sweep}",
+          flush=True)
+    files = {p.stem: p for d in (args.models or []) for p in sorted(Path(d).glob("*.onnx"))}
+    tmp = Path(tempfile.mkdtemp(prefix="hase_sweep_"))
+    for d in args.skeletons:
+        for p in sorted(Path(d).glob("*.onnx")):
+            onnx.save(inflate(onnx.load(str(p))), str(tmp / p.name))
+            files[p.stem] = tmp / p.name
+    out = args.out or Path("reports/thread_sweep")
+    (out).mkdir(parents=True, exist_ok=True)
+    (out / "host.txt").write_text(f"{fp.digest}\n{fp.summary()}\nORT {ort.__version__}\n")
+    sweep(files, [int(t) for t in args.sweep.split(",")], args.passes, out, args.budget_s, args.max_ms)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Measure every model, print the buckets, the op types and the per-model overheads."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -54,7 +124,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--passes", type=int, default=2)
     ap.add_argument("--threads", type=int, default=0, help="the second configuration's intra-op threads (0: ORT's "
                     "default, one per physical core)")
+    ap.add_argument("--sweep", default="", help="comma-separated thread counts: the sweep mode (see above)")
+    ap.add_argument("--out", type=Path, default=None, help="the sweep's output folder")
+    ap.add_argument("--skeletons", action="append", default=[], help="folder of weight-less models to inflate")
+    ap.add_argument("--budget-s", type=float, default=1e9)
+    ap.add_argument("--max-ms", type=float, default=1e9, help="skip models slower than this at the first count")
     args = ap.parse_args(argv)
+    if args.sweep:
+        return run_sweep(args)
     dirs = args.models or [d for d in ("tests/data/models", "../shared/models/exported") if Path(d).is_dir()]
     files = {p.stem: p for d in dirs for p in sorted(Path(d).glob("*.onnx"))}
     one, many = EPConfig(name="1t", intra_op_threads=1), EPConfig(name="mt", intra_op_threads=args.threads)
