@@ -17,6 +17,7 @@ and counted. `--save` also fits one model on every kernel and writes it (`hase.p
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import numpy as np
@@ -130,7 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     table = evaluate(pairs, specs, args.fit)
     if args.save:
         sel = pairs["threads"].isin(args.fit).to_numpy()
-        meta = {"sweep": [str(d) for d in args.sweep], "models": int(pairs["model"].nunique())}
+        cores = re.search(r"(\d+) cores", host[1]) if len(host) > 1 else None
+        meta = {"sweep": [str(d) for d in args.sweep], "models": int(pairs["model"].nunique()),
+                "cores": int(cores.group(1)) if cores else 0, "fingerprint": host[1] if len(host) > 1 else "",
+                "ort": host[2] if len(host) > 2 else ""}
         tm = fit_thread_model(pairs[sel], [s for s, k in zip(specs, sel, strict=True) if k],
                               host=host[0] if host else "", meta=meta)
         print(f"saved {save_thread_model(tm, args.save)}")

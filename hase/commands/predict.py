@@ -62,6 +62,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="predict each model with every installed predictor (user-trained and shipped, see `hase "
                         "predictors`), each in its own configuration (execution provider, threads, optimization "
                         "level: its own kernel graph), and rank them: which is fastest and by how much")
+    th = p.add_argument_group("thread counts (--threads)")
+    th.add_argument("--threads", default=None, metavar="N[,N...]",
+                    help="predict each model at these intra-op thread counts (e.g. 1,2,4,8,16) from the one-thread "
+                         "predictor (--device cpu-1t) and a thread model: each kernel's time at T threads = "
+                         "t1*(s+(1-s)/T)+sigma*log2(T), s from the kernel's shape (hase.predict.threads)")
+    th.add_argument("--thread-model", default=None, metavar="FILE",
+                    help="the thread model (.npz) to use (default: the shipped one of this host, else of the host "
+                         "with the nearest core count)")
     m = p.add_argument_group("checking a prediction (--measure)")
     m.add_argument("--measure", action="store_true",
                    help="also run each model here, in the predictor's configuration (execution provider, threads, "
@@ -99,6 +107,10 @@ def run(args: argparse.Namespace) -> int:
         raise HaseError(f"--top must be >= 0 (got {args.top})")
     if args.compare:
         return run_compare(args)
+    if args.threads is not None:
+        return run_threads(args)
+    if args.thread_model is not None:
+        raise HaseError("--thread-model goes with --threads N[,N...]: add the thread counts to predict")
     policy = measure_policy(args)
     t0 = time.perf_counter()
     files = model_files(args.models)
@@ -174,6 +186,58 @@ def run_compare(args: argparse.Namespace) -> int:
         if len(results) > 1:
             stdout_console(highlight=False).print(f"{plural(len(results), 'model')} compared in "
                                                   f"{time.perf_counter() - t0:.1f} s")
+    return 2 if failed else 0
+
+
+def parse_threads(text: str) -> list[int]:
+    """`--threads 1,2,4`: positive integers, comma-separated."""
+    try:
+        counts = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise HaseError(f"--threads takes comma-separated thread counts of at least 1 (e.g. 1,2,4,8), got {text!r}")
+    return counts
+
+
+def run_threads(args: argparse.Namespace) -> int:
+    """`--threads`: every model's predicted latency at each thread count; exit 2 when a model failed."""
+    from hase.predict.thread_estimate import estimate_threads, pick_thread_model  # noqa: PLC0415 - only this mode
+    from hase.runtime.host import host_fingerprint  # noqa: PLC0415
+
+    if args.compare or args.measure or args.blocks is not None or args.noise_bound is not None:
+        raise HaseError("--threads predicts thread counts and measures nothing: drop --compare and --measure")
+    counts = parse_threads(args.threads)
+    files = model_files(args.models)
+    shapes, free = parse_input_shapes(args.input_shape), parse_free_dims(args.free_dim)
+    used = open_predictor(one_device(args.device), args.predictors, args.target)
+    model, which = pick_thread_model(host_fingerprint(), args.thread_model)
+    results, failed = [], []
+    for f in files:
+        try:
+            results.append(estimate_threads(f, used.bundle, model, counts, which, args.target, shapes, free))
+        except HaseError as err:
+            if len(files) == 1:
+                raise
+            failed.append((f, str(err)))
+    warn_host(used)
+    if args.json:
+        out = [r.to_dict() for r in results] + [{"model": str(f), "error": msg} for f, msg in failed]
+        print(json.dumps(out[0] if len(out) == 1 else out, indent=1, default=float))
+        return 2 if failed else 0
+    c = stdout_console(highlight=False, soft_wrap=True)
+    print_predictor(used)
+    c.print(which, markup=False)
+    t = titled_table("predicted latency (ms) by intra-op threads", box=box.SIMPLE_HEAD, pad_edge=False,
+                     padding=(0, 1, 0, 0))
+    t.add_column("model")
+    for n in counts:
+        t.add_column(f"{n} thr", justify="right")
+    for r in results:
+        t.add_row(escape(Path(r.model).name), *(f"{ms:.3f}" for ms in r.latency_ms))
+    c.print(t)
+    for f, msg in failed:
+        c.print(f"[red]not predicted[/] {escape(str(f))}: {escape(msg)}")
     return 2 if failed else 0
 
 

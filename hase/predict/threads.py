@@ -47,7 +47,7 @@ ALL = "*"  # the pooled sigma, used for op types the fit never saw
 PAIR_COLUMNS = ("op_type", "t1_ms", "threads", "t_ms")
 FEATURES = ("log_in_elems", "log_out_elems", "log_const_bytes", "log_out_d0", "log_out_d1", "log_out_d2",
             "log_out_d3", "log_group", "log_t1_ms", "op_code")
-FOREST = {"n_estimators": 200, "min_samples_leaf": 3, "max_features": 0.5, "random_state": 0}
+FOREST = {"n_estimators": 60, "min_samples_leaf": 8, "max_features": 0.5, "max_depth": 14, "random_state": 0}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,65 @@
+"""`hase predict MODEL --threads 1,2,4`: the one-thread predictor's kernels moved to each thread count by a shipped
+thread model, through `main([...])` on a real exported model."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from conftest import exported_model
+
+from hase.cli import main
+from hase.errors import HaseError
+from hase.predict.thread_estimate import SHIPPED_THREAD_MODELS, pick_thread_model
+from hase.runtime.host import host_fingerprint
+
+MODEL = "hf_bert_tiny_s64_b2"
+
+
+def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> object:
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_one_thread_is_the_plain_prediction_and_more_threads_differ(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(exported_model(MODEL))
+    plain = _json(capsys, ["predict", path, "--json"])
+    out = _json(capsys, ["predict", path, "--threads", "1,2,16", "--json"])
+    assert isinstance(plain, dict) and isinstance(out, dict)
+    rows = {r["threads"]: r for r in out["by_threads"]}
+    assert set(rows) == {1, 2, 16} and out["n_kernels"] == plain["n_kernels"]
+    assert rows[1]["latency_ms"] == pytest.approx(plain["latency_ms"], rel=1e-9)
+    assert all(r["latency_ms"] > 0 for r in rows.values()) and rows[2]["sum_ms"] != rows[1]["sum_ms"]
+    assert "thread model" in out["thread_model"]
+
+
+def test_table_names_the_thread_model(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["predict", str(exported_model(MODEL)), "--threads", "1,4"]) == 0
+    text = capsys.readouterr().out
+    assert "thread model" in text and "4 thr" in text and MODEL in text
+
+
+def test_a_multi_thread_predictor_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["predict", str(exported_model(MODEL)), "--device", "cpu-mt", "--threads", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "one-thread predictor" in err[0]
+
+
+def test_shipped_models_are_picked_by_host_then_core_count() -> None:
+    files = sorted(SHIPPED_THREAD_MODELS.glob("*.npz"))
+    assert len(files) >= 2, "the thread models of the measured hosts ship as package data"
+    here = host_fingerprint()
+    stranger = dataclasses.replace(here, cpu_model="Some Other CPU", cores=15)
+    model, line = pick_thread_model(stranger)
+    assert int(model.meta["cores"]) == 16 and "nearest core count" not in line and "no thread model" in line
+    small = dataclasses.replace(stranger, cores=2)
+    assert int(pick_thread_model(small)[0].meta["cores"]) == 2
+    for f in files:
+        own = dataclasses.replace(here, cores=here.cores)
+        if f.stem == own.digest:
+            assert "of this host" in pick_thread_model(own)[1]
+
+
+def test_no_shipped_model_is_an_error(tmp_path) -> None:
+    with pytest.raises(HaseError, match="--thread-model"):
+        pick_thread_model(host_fingerprint(), shipped=tmp_path)
