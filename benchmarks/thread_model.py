@@ -25,7 +25,7 @@ import pandas as pd
 
 from hase.kernels import graph, split
 from hase.kernels.types import KernelSpec
-from hase.predict.threads import fit_thread_model, paired_spans, save_thread_model
+from hase.predict.threads import fit_thread_model, pairs_with_specs, save_thread_model
 from hase.runtime.types import EPConfig
 
 
@@ -72,12 +72,9 @@ def noise(spans: pd.DataFrame) -> pd.DataFrame:
 
 def joined(spans: pd.DataFrame, specs: dict[tuple[str, str], KernelSpec]) -> tuple[pd.DataFrame, list[KernelSpec]]:
     """The kernel pairs that have a signature, and the signatures in row order."""
-    pairs = paired_spans(spans)
-    keys = list(zip(pairs["model"], pairs["node"], strict=True))
-    has = np.array([k in specs for k in keys])
-    print(f"{has.mean():.1%} of {len(has)} kernel pairs joined to a signature by node name")
-    pairs = pairs[has].reset_index(drop=True)
-    return pairs, [specs[k] for k, h in zip(keys, has, strict=True) if h]
+    pairs, signatures, share = pairs_with_specs(spans, specs)
+    print(f"{share:.1%} of the kernel pairs joined to a signature by node name")
+    return pairs, signatures
 
 
 def evaluate(pairs: pd.DataFrame, specs: list[KernelSpec], fit_threads: list[int]) -> pd.DataFrame:

@@ -86,6 +86,69 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         help=f"survey file (default {paths.SURVEYS}/<digest>.survey.json.gz where {paths.SURVEYS}/ "
                              "exists, else ./<digest>.survey.json.gz)")
     survey.set_defaults(func=run_survey)
+    threads = actions.add_parser(
+        "threads", help="fit this host's thread model: kernels measured at 1 and at ORT's default threads",
+        description="Profile the transfer set (or --models) at 1 intra-op thread and at --threads (default: ORT's "
+                    "default, one per physical core) within --budget-s, fit the thread model of "
+                    "hase.predict.threads (each kernel's serial share from its shape, the fork/join cost per op "
+                    "type) and write it where `hase predict --threads` finds it on this host. See "
+                    "docs/predictor.md, 'Thread counts'.")
+    threads.add_argument("--threads", type=int, default=0,
+                         help="the thread count to measure beside 1 (default 0: this host's physical cores)")
+    threads.add_argument("--budget-s", type=float, default=300.0, help="seconds of measuring (default %(default)g)")
+    threads.add_argument("--models", metavar="DIR", action="append", default=None,
+                         help="models to profile: every .onnx of DIR (repeatable; default: the transfer set of "
+                              "`hase adapt`, built where missing)")
+    threads.add_argument("--out", metavar="FILE", default=None,
+                         help="thread model file (default: the user predictors directory's threads/<digest>.npz)")
+    add_json_arg(threads)
+    threads.set_defaults(func=run_threads)
+
+
+def run_threads(args: argparse.Namespace) -> int:
+    """Measure, fit and write this host's thread model; progress on stderr, the summary on stdout."""
+    from hase.evaluate.thread_sweep import sweep_models  # noqa: PLC0415 - measuring pulls pandas and ORT
+    from hase.predict.thread_estimate import user_thread_model  # noqa: PLC0415
+    from hase.predict.threads import fit_thread_model, pairs_with_specs, save_thread_model  # noqa: PLC0415
+
+    fp = host_fingerprint()
+    count = args.threads or fp.cores
+    if count < 2:
+        raise HaseError(f"--threads {count}: a thread model needs a count of 2 or more beside 1 (this host has "
+                        f"{fp.cores} physical core{'s' if fp.cores != 1 else ''}); give --threads N")
+    if args.budget_s < 10:
+        raise HaseError(f"--budget-s {args.budget_s:g} is too short to profile a model at two thread counts: "
+                        "give 10 or more")
+    out = Path(args.out) if args.out is not None else user_thread_model(fp)
+    check_output_file(out, "thread model file")
+    log = stderr_console()
+
+    def say(msg: str) -> None:
+        log.print(f"threads: {msg}", markup=False, highlight=False)
+
+    sources = transfer_sources(args.models, say)
+    spans, specs = sweep_models([(s.name, s.path) for s in sources], [1, count], args.budget_s, runs=5,
+                                progress=say)
+    pairs, signatures, share = pairs_with_specs(spans, specs)
+    if pairs.empty:
+        raise HaseError("no kernel was profiled at both thread counts within the budget: give a larger "
+                        "--budget-s or smaller --models")
+    meta = {"cores": fp.cores, "fingerprint": fp.summary(), "ort": fp.ort_version,
+            "models": int(pairs["model"].nunique()), "kernels": len(pairs), "joined": round(share, 4)}
+    model = fit_thread_model(pairs, signatures, host=fp.digest, meta=meta)
+    save_thread_model(model, out)
+    speed = float(pairs["t1_ms"].sum() / pairs["t_ms"].sum())
+    summary = {"host": fp.digest, "threads": [1, count], "models": meta["models"], "kernels": len(pairs),
+               "kernel_speedup": speed, "sigma_us": model.sigma_ms["*"] * 1e3, "out": str(out)}
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        stdout_console(highlight=False, soft_wrap=True).print(
+            f"thread model of host {fp.digest} written to {out}: {meta['models']} models, {len(pairs)} kernels at 1 "
+            f"and {count} threads (their sum {speed:.2f}x quicker at {count}), fork/join "
+            f"{model.sigma_ms['*'] * 1e3:.1f} µs per doubling; `hase predict MODEL --threads 1,{count}` uses it",
+            markup=False)
+    return 0
 
 
 def run_show(args: argparse.Namespace) -> int:

@@ -227,7 +227,10 @@ def run_threads(args: argparse.Namespace) -> int:
         return 2 if failed else 0
     c = stdout_console(highlight=False, soft_wrap=True)
     print_predictor(used)
-    c.print(which, markup=False)
+    fitted = max(model.threads)
+    beyond = [n for n in counts if n > fitted]
+    c.print(which + (f"; fitted at 1 and {', '.join(map(str, model.threads))} threads: "
+                     f"{', '.join(map(str, beyond))} extrapolated" if beyond else ""), markup=False)
     t = titled_table("predicted latency (ms) by intra-op threads", box=box.SIMPLE_HEAD, pad_edge=False,
                      padding=(0, 1, 0, 0))
     t.add_column("model")

@@ -43,12 +43,20 @@ class ThreadEstimate:
                                for t, lat, s in zip(self.threads, self.latency_ms, self.sum_ms, strict=True)]}
 
 
+def user_thread_model(host: HostFingerprint) -> Path:
+    """Where `hase host threads` writes this host's thread model (the user predictors directory's `threads/`)."""
+    return paths.user_predictors_dir() / "threads" / f"{host.digest}.npz"
+
+
 def pick_thread_model(host: HostFingerprint, path: str | Path | None = None,
                       shipped: Path = SHIPPED_THREAD_MODELS) -> tuple[ThreadModel, str]:
-    """The thread model to use and a line saying which: `path` if given, else the shipped one of this host, else the
-    shipped one whose host had the nearest core count."""
+    """The thread model to use and a line saying which: `path` if given, else this host's own (user directory),
+    else the shipped one of this host, else the shipped one whose host had the nearest core count."""
     if path is not None:
         return load_thread_model(path), f"thread model {path}"
+    mine = user_thread_model(host)
+    if mine.is_file():
+        return load_thread_model(mine), f"thread model of this host ({host.digest}), fitted here: {mine}"
     files = sorted(shipped.glob("*.npz")) if shipped.is_dir() else []
     if not files:
         raise HaseError(f"no thread model shipped in {shipped}: give one with --thread-model")
@@ -58,8 +66,7 @@ def pick_thread_model(host: HostFingerprint, path: str | Path | None = None,
     models = [load_thread_model(f) for f in files]
     best = min(models, key=lambda m: (abs(int(m.meta.get("cores", 0)) - host.cores), -int(m.meta.get("cores", 0))))
     return best, (f"no thread model of this host ({host.digest}, {host.cores} cores): using host {best.host}'s "
-                  f"({best.meta.get('cores', '?')} cores); measure this host's with benchmarks/thread_scaling.py "
-                  "--sweep and fit it with benchmarks/thread_model.py --save")
+                  f"({best.meta.get('cores', '?')} cores); fit this host's own with `hase host threads`")
 
 
 def estimate_threads(path: str | Path, bundle: PredictorBundle, model: ThreadModel, threads: Sequence[int],

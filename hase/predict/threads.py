@@ -188,3 +188,14 @@ def paired_spans(spans: pd.DataFrame) -> pd.DataFrame:
     many = best[best["threads"] > 1].rename(columns={"span_ms": "t_ms"})
     pairs: pd.DataFrame = many.merge(one, on=["model", "node", "op_type"], how="inner")
     return pairs[["model", "node", *PAIR_COLUMNS]]
+
+
+def pairs_with_specs(spans: pd.DataFrame, specs: Mapping[tuple[str, str], KernelSpec]
+                     ) -> tuple[pd.DataFrame, list[KernelSpec], float]:
+    """`paired_spans(spans)` restricted to the kernels whose (model, node) has a signature in `specs`, the signatures
+    in row order, and the share of pairs kept (the rest: nodes another ORT version names otherwise)."""
+    pairs = paired_spans(spans)
+    keys = list(zip(pairs["model"], pairs["node"], strict=True))
+    has = np.array([k in specs for k in keys], dtype=bool)
+    kept = pairs[has].reset_index(drop=True)
+    return kept, [specs[k] for k, h in zip(keys, has, strict=True) if h], float(has.mean()) if len(has) else 0.0

@@ -63,3 +63,30 @@ def test_shipped_models_are_picked_by_host_then_core_count() -> None:
 def test_no_shipped_model_is_an_error(tmp_path) -> None:
     with pytest.raises(HaseError, match="--thread-model"):
         pick_thread_model(host_fingerprint(), shipped=tmp_path)
+
+
+def test_host_threads_fits_this_hosts_model_where_predict_finds_it(tmp_path, capsys, monkeypatch) -> None:
+    """`hase host threads` on one real model: the file lands in the user directory, `hase predict --threads`
+    then says it uses this host's own model, and a count past the fitted ones is called extrapolated."""
+    monkeypatch.setenv("HASE_PREDICTORS_DIR", str(tmp_path / "user"))
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "bert.onnx").write_bytes(exported_model(MODEL).read_bytes())
+    out = _json(capsys, ["host", "threads", "--models", str(models), "--threads", "2", "--budget-s", "10",
+                         "--json"])
+    assert isinstance(out, dict) and out["models"] == 1 and out["kernels"] > 30 and out["threads"] == [1, 2]
+    written = tmp_path / "user" / "threads" / f"{host_fingerprint().digest}.npz"
+    assert out["out"] == str(written) and written.is_file()
+    assert main(["predict", str(models / "bert.onnx"), "--threads", "1,2,8"]) == 0
+    text = capsys.readouterr().out
+    assert "fitted here" in text and "8 extrapolated" in text
+
+
+@pytest.mark.parametrize(("argv", "match"), [
+    (["--threads", "1"], "2 or more"),
+    (["--budget-s", "5"], "too short"),
+])
+def test_host_threads_bad_input_is_one_line(argv, match, tmp_path, capsys) -> None:
+    assert main(["host", "threads", "--out", str(tmp_path / "t.npz"), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and match in err[0] and not (tmp_path / "t.npz").exists()

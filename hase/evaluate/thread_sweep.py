@@ -1,0 +1,74 @@
+"""Thread sweeps: each kernel's in-model span at several intra-op thread counts, the data of a thread model.
+
+One model at a time: ORT's kernel graph at one thread gives every node's signature; then the model is profiled at
+each thread count in turn (`kernel_times_ms`), so the counts see the host in the same minute. The rows are a long
+table (`SWEEP_COLUMNS`) that `hase.predict.threads.paired_spans` pairs and `fit_thread_model` fits; `hase host
+threads` fits this host's thread model from it, `benchmarks/thread_scaling.py --sweep` records it for study.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from hase.evaluate.measured import kernel_times_ms
+from hase.kernels import graph, split
+from hase.kernels.types import KernelSpec
+from hase.runtime.types import EPConfig
+
+SWEEP_COLUMNS = ("model", "node", "op_type", "threads", "pass", "span_ms")
+
+
+@dataclass(frozen=True)
+class ModelSweep:
+    """One model's spans at every thread count of one pass, and its kernels' signatures by node name."""
+
+    spans: pd.DataFrame
+    specs: dict[str, KernelSpec]
+
+
+def sweep_model(name: str, path: str | Path, threads: Sequence[int], runs: int = 10, pass_no: int = 0) -> ModelSweep:
+    """`name`'s spans (ms, median of `runs` profiled runs) at each of `threads`, nodes named as ORT's profile names
+    them, and the signatures of the nodes the one-thread kernel graph has."""
+    kg = graph.file_kernel_graph(path, EPConfig(name="1t", intra_op_threads=1))
+    specs = {n.node_name: n.spec for n in split.split(kg)}
+    rows = []
+    for t in threads:
+        spans = kernel_times_ms(path, EPConfig(name=f"t{t}", intra_op_threads=t), runs=runs)
+        rows += [{"model": name, "node": node, "op_type": specs[node].op_type if node in specs else
+                  node.split("_token")[0], "threads": int(t), "pass": pass_no, "span_ms": ms}
+                 for node, ms in spans.items()]
+    return ModelSweep(pd.DataFrame(rows, columns=list(SWEEP_COLUMNS)), specs)
+
+
+Specs = dict[tuple[str, str], KernelSpec]
+
+
+def sweep_models(models: Sequence[tuple[str, Path]], threads: Sequence[int], budget_s: float, runs: int = 10,
+                 progress: Callable[[str], None] | None = None) -> tuple[pd.DataFrame, Specs]:
+    """Every model in turn until `budget_s` is spent (a model started is finished): the long span table and each
+    (model, node)'s signature. A model ORT cannot profile is skipped and said."""
+    t0 = time.monotonic()
+    frames: list[pd.DataFrame] = []
+    specs: Specs = {}
+    for i, (name, path) in enumerate(models):
+        if time.monotonic() - t0 > budget_s:
+            if progress:
+                progress(f"budget of {budget_s:g} s spent after {i} of {len(models)} models")
+            break
+        try:
+            one = sweep_model(name, path, threads, runs)
+        except Exception as e:
+            if progress:
+                progress(f"{name}: skipped ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+            continue
+        frames.append(one.spans)
+        specs.update({(name, node): s for node, s in one.specs.items()})
+        if progress:
+            progress(f"{name}: {len(one.specs)} kernels at {', '.join(map(str, threads))} threads "
+                     f"({time.monotonic() - t0:.0f} s)")
+    spans = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(SWEEP_COLUMNS))
+    return spans, specs
