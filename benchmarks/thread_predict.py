@@ -8,7 +8,11 @@ figures) and, with --truth-1t, the one-thread predictor's own scores on the same
 
     python benchmarks/thread_predict.py --models models/dev2/check --truth reports/dev2c-mt-{a,b}/devset.csv \\
         --predictor data/curve-cov4/12min/cpu-1t --threads 2 --sweep benchmarks/hosts/threads/3b6d76f0225a \\
-        --sweep-models tests/data/models --skeletons models/skel [--truth-1t reports/dev2c-{a,b}/devset.csv]
+        --sweep-models tests/data/models --skeletons models/skel [--truth-1t reports/dev2c-{a,b}/devset.csv] \
+        [--store-1t data/own.sqlite --store-mt data/own-mt.sqlite [--no-sweep-fit]]
+
+`--store-1t`/`--store-mt` add the zoo's kernel pairs of two stores of the same zoo (one at one thread, one at
+--threads) to every fold's fit; with `--no-sweep-fit`, the thread model is fitted on them alone.
 """
 from __future__ import annotations
 
@@ -24,18 +28,44 @@ from hase.evaluate.devset import MEASURED_MS, MODEL, PREDICTED_MS, jobs_for, lis
 from hase.kernels.graph import resolve_input_shapes
 from hase.predict.bundle import load_bundle
 from hase.predict.thread_estimate import estimate_threads
-from hase.predict.threads import ThreadModel, fit_thread_model
+from hase.predict.threads import ThreadModel, fit_thread_model, pairs_with_specs, store_spans
 
 
-def fold_models(pairs: pd.DataFrame, specs: list, folds: int) -> tuple[dict[str, int], list[ThreadModel]]:
-    """Each sweep model's fold and one thread model per fold fitted without that fold's models."""
+def fold_models(pairs: pd.DataFrame, specs: list, folds: int, extra: pd.DataFrame | None = None,
+                extra_specs: list | None = None) -> tuple[dict[str, int], list[ThreadModel]]:
+    """Each sweep model's fold and one thread model per fold fitted without that fold's models (plus every `extra`
+    pair: the zoo's, which the scored set does not have)."""
     names = sorted(pairs["model"].unique())
     fold_of = {m: i % folds for i, m in enumerate(names)}
     fitted = []
     for k in range(folds):
         sel = (pairs["model"].map(fold_of) != k).to_numpy()
-        fitted.append(fit_thread_model(pairs[sel], [s for s, keep in zip(specs, sel, strict=True) if keep]))
+        p, sp = pairs[sel], [s for s, keep in zip(specs, sel, strict=True) if keep]
+        if extra is not None and extra_specs is not None:
+            p, sp = pd.concat([p, extra], ignore_index=True), sp + extra_specs
+        fitted.append(fit_thread_model(p, sp))
     return fold_of, fitted
+
+
+def thread_models(args: argparse.Namespace) -> tuple[dict[str, int], list[ThreadModel], ThreadModel]:
+    """The folds' thread models and the one fitted on everything, from the sweep and (optionally) the stores."""
+    spans = load(args.sweep)
+    spans = spans[spans["threads"].isin([1, args.threads])]
+    pairs, specs = joined(spans, kernel_specs(args.sweep_models, args.skeletons))
+    extra, extra_specs = None, None
+    if args.store_1t and args.store_mt:
+        one, s1 = store_spans(args.store_1t, "cpu-1t", 1)
+        many, s2 = store_spans(args.store_mt, "cpu-mt", args.threads)
+        extra, extra_specs, share = pairs_with_specs(pd.concat([one, many], ignore_index=True), {**s1, **s2})
+        print(f"{len(extra)} zoo kernel pairs from the stores ({share:.1%} with a signature)")
+    if args.no_sweep_fit and extra is not None and extra_specs is not None:
+        fold_of, fitted = {}, []
+        everything = fit_thread_model(extra, extra_specs)
+    else:
+        fold_of, fitted = fold_models(pairs, specs, args.folds, extra, extra_specs)
+        everything = fit_thread_model(pd.concat([pairs, extra]) if extra is not None else pairs,
+                                      specs + (extra_specs or []))
+    return fold_of, fitted, everything
 
 
 def main() -> None:
@@ -49,13 +79,12 @@ def main() -> None:
     ap.add_argument("--sweep-models", nargs="*", type=Path, default=[])
     ap.add_argument("--skeletons", nargs="*", type=Path, default=[])
     ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--store-1t", nargs="*", default=[], help="stores of one-thread spans of a zoo (their minimum)")
+    ap.add_argument("--store-mt", nargs="*", default=[], help="stores of the same zoo's spans at --threads")
+    ap.add_argument("--no-sweep-fit", action="store_true", help="fit on the stores' pairs alone")
     ap.add_argument("--worst", type=float, default=15.0)
     args = ap.parse_args()
-    spans = load(args.sweep)
-    spans = spans[spans["threads"].isin([1, args.threads])]
-    pairs, specs = joined(spans, kernel_specs(args.sweep_models, args.skeletons))
-    fold_of, fitted = fold_models(pairs, specs, args.folds)
-    everything = fit_thread_model(pairs, specs)
+    fold_of, fitted, everything = thread_models(args)
     bundle = load_bundle(args.predictor)
     rows = truth_rows(args.truth)
     paths, info = list_models(args.models)

@@ -199,3 +199,30 @@ def pairs_with_specs(spans: pd.DataFrame, specs: Mapping[tuple[str, str], Kernel
     has = np.array([k in specs for k in keys], dtype=bool)
     kept = pairs[has].reset_index(drop=True)
     return kept, [specs[k] for k, h in zip(keys, has, strict=True) if h], float(has.mean()) if len(has) else 0.0
+
+
+def store_spans(stores: Sequence[str | Path], device: str, threads: int) -> tuple[pd.DataFrame, dict[tuple[str, str],
+                                                                                                      KernelSpec]]:
+    """`device`'s in-model spans of every store as the long sweep table (`threads` its thread count: a store says 0
+    for ORT's default, which the caller knows as the host's cores), one pass per store, and every node's signature.
+    A store's model ids name the same model in every store of the same zoo, so spans of one store at one thread and
+    another at T pair up by (model, node)."""
+    from hase.measure.store import Store  # noqa: PLC0415 - the store pulls sqlite; prediction never reads one
+
+    frames, specs = [], {}
+    for i, path in enumerate(stores):
+        with Store(path, readonly=True) as s:
+            spans = s.table("node_spans")
+            kernels = s.table("kernels")
+        spans = spans[spans["device"] == device]
+        if spans.empty:
+            raise HaseError(f"{path}: no in-model spans of {device!r}; collect them with `hase collect --device "
+                            f"{device}`")
+        by_id = dict(zip(kernels["kernel_id"], kernels["signature_json"], strict=True))
+        frames.append(pd.DataFrame({"model": spans["model_id"], "node": spans["node_name"],
+                                    "op_type": spans["op_type"], "threads": threads, "pass": i,
+                                    "span_ms": spans["span_ms"]}))
+        for model, node, kid in zip(spans["model_id"], spans["node_name"], spans["kernel_id"], strict=True):
+            if kid in by_id and (model, node) not in specs:
+                specs[(model, node)] = KernelSpec.from_json(by_id[kid])
+    return pd.concat(frames, ignore_index=True).dropna(subset=["span_ms"]), specs

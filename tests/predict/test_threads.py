@@ -127,3 +127,19 @@ def test_paired_spans_keeps_the_quickest_pass() -> None:
                          "span_ms": [2.0, 1.5, 0.9, 0.6, 0.01, 0.02]})
     pairs = paired_spans(long).set_index("node")
     assert pairs.loc["a", "t1_ms"] == 1.5 and pairs.loc["a", "t_ms"] == 0.6 and pairs.loc["b", "threads"] == 4
+
+
+def test_store_spans_pair_by_model_and_node(tiny_root: Path) -> None:
+    """A real store's spans read as the sweep table with every node's signature; the same store read as if at 2
+    threads pairs each kernel with itself (the pairing, not a measurement), and a device it lacks is one error."""
+    from hase.predict.threads import pairs_with_specs, store_spans
+
+    store = tiny_root / "tiny.sqlite"
+    one, specs = store_spans([store], "cpu-1t", 1)
+    assert len(one) > 10 and set(one["threads"]) == {1} and len(specs) == one.groupby(["model", "node"]).ngroups
+    two, _ = store_spans([store], "cpu-1t", 2)
+    pairs, signatures, share = pairs_with_specs(pd.concat([one, two]), specs)
+    assert share == 1.0 and len(pairs) == len(one) and np.allclose(pairs["t1_ms"], pairs["t_ms"])
+    assert [s.op_type for s in signatures] == pairs["op_type"].tolist()
+    with pytest.raises(HaseError, match="no in-model spans of 'cpu-mt'"):
+        store_spans([store], "cpu-mt", 2)
