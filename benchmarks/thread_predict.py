@@ -28,7 +28,7 @@ from hase.evaluate.devset import MEASURED_MS, MODEL, PREDICTED_MS, jobs_for, lis
 from hase.kernels.graph import resolve_input_shapes
 from hase.predict.bundle import load_bundle
 from hase.predict.thread_estimate import estimate_threads
-from hase.predict.threads import ThreadModel, fit_thread_model, pairs_with_specs, store_spans
+from hase.predict.threads import ThreadModel, fit_thread_model, load_thread_model, pairs_with_specs, store_spans
 
 
 def fold_models(pairs: pd.DataFrame, specs: list, folds: int, extra: pd.DataFrame | None = None,
@@ -68,23 +68,36 @@ def thread_models(args: argparse.Namespace) -> tuple[dict[str, int], list[Thread
     return fold_of, fitted, everything
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line (see the module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", required=True, type=Path)
     ap.add_argument("--truth", nargs="+", required=True, help="devset.csv files of the multi-thread runs")
     ap.add_argument("--truth-1t", nargs="*", default=[], help="devset.csv files of one-thread runs (reference)")
     ap.add_argument("--predictor", required=True, type=Path, help="a one-thread predictor directory")
     ap.add_argument("--threads", type=int, required=True)
-    ap.add_argument("--sweep", nargs="+", type=Path, required=True)
+    ap.add_argument("--sweep", nargs="*", type=Path, default=[])
     ap.add_argument("--sweep-models", nargs="*", type=Path, default=[])
     ap.add_argument("--skeletons", nargs="*", type=Path, default=[])
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--store-1t", nargs="*", default=[], help="stores of one-thread spans of a zoo (their minimum)")
     ap.add_argument("--store-mt", nargs="*", default=[], help="stores of the same zoo's spans at --threads")
     ap.add_argument("--no-sweep-fit", action="store_true", help="fit on the stores' pairs alone")
+    ap.add_argument("--thread-model", type=Path, default=None,
+                    help="score this thread model (e.g. what `hase host threads` wrote) instead of fitting one; "
+                         "--sweep is then not read")
     ap.add_argument("--worst", type=float, default=15.0)
-    args = ap.parse_args()
-    fold_of, fitted, everything = thread_models(args)
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    if args.thread_model is not None:
+        fold_of, fitted, everything = {}, [], load_thread_model(args.thread_model)
+    elif args.sweep:
+        fold_of, fitted, everything = thread_models(args)
+    else:
+        raise SystemExit("give --sweep (fit the thread model here) or --thread-model FILE")
     bundle = load_bundle(args.predictor)
     rows = truth_rows(args.truth)
     paths, info = list_models(args.models)
@@ -106,7 +119,8 @@ def main() -> None:
           f"(slowest/quickest: median +{np.nanmedian(rows['run_spread_pct']):.1f} %); {sum(own)} of them in the "
           f"sweep (predicted by the fold without them), {args.folds} folds over {len(fold_of)} sweep models")
     scored = rows.dropna(subset=[PREDICTED_MS])
-    table = [{"predictor": f"{args.predictor} + thread model, {args.threads} threads", **summary(scored)}]
+    which = args.thread_model or "thread model"
+    table = [{"predictor": f"{args.predictor} + {which}, {args.threads} threads", **summary(scored)}]
     if args.truth_1t:
         one = truth_rows(args.truth_1t)
         one[PREDICTED_MS] = predict_rows(one, args.models, args.predictor)
