@@ -1,9 +1,10 @@
 """A model's latency at several intra-op thread counts, from a one-thread predictor and a thread model.
 
 Every kernel is predicted once at one thread (the bundle's forests, as `hase predict` does), each node's time is
-moved to T threads by `hase.predict.threads`, and the bundle's calibration turns each sum into a latency. The
-thread models shipped in `hase/predictors/threads/` are named by the digest of the host they were measured on
-(`hase host show`); without one of this host, the one of the nearest core count is used and said so.
+moved to T threads by `hase.predict.threads`, and the bundle's calibration turns each sum into a latency. Thread
+models are named by the digest of the host they were measured on (`hase host show`): this host's own, fitted by
+`hase host threads` into the user directory's `threads/`, comes first; then the one shipped for it in
+`hase/predictors/threads/`; else the shipped one of the nearest core count, and that is said.
 """
 from __future__ import annotations
 
