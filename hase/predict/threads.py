@@ -2,16 +2,16 @@
 
     t(T) = t1 * (s + (1 - s) / T) + sigma * log2(T)
 
-`s` is the kernel's serial share: the part ONNX Runtime does not split across its thread pool (work below the
-cost model's grain, ops without a parallel loop: Transpose and BatchNormalization gained nothing from 2 to 16
-threads on a 16-core Xeon, small element-wise ops little). A random forest predicts it from the kernel's shape
-(generic features: element counts, weight bytes, the output's last four dims, conv groups), its op type and its
-one-thread time, since how MLAS splits a kernel follows its shape: a dense 3x3 conv (128 channels, 28x28) of 10 ms
-ran 11x faster at 16 threads where other convs of the same one-thread time ran 2x (`benchmarks/thread_scaling.py`).
-Per op type and bin of one-thread time alone, the same data left one model 2.7x off (its kernel sum at 16 threads;
-the Xeon's truth was noisy, 13 % between passes); with the shapes the worst was +77 %, RMSPE 33.8 % -> 21.9 %.
-`sigma` is the per-kernel cost of handing a kernel to the pool and joining it (fork/join), per op type, read off
-kernels too small to split (their whole change is that cost); it grows with log2(T), as a tree of wake-ups does (2.0, 2.5, 5.0,
+`s` is the kernel's serial share: the part ONNX Runtime does not split across its thread pool (work below the cost
+model's grain, ops without a parallel loop: Transpose and BatchNormalization gained nothing from 2 to 16 threads on
+a 16-core Xeon, small element-wise ops little). A random forest predicts it from the kernel's shape (generic
+features: element counts, weight bytes, the output's last four dims, conv groups), its op type and its one-thread
+time, since how MLAS splits a kernel follows its shape: a dense 3x3 conv (128 channels, 28x28) of 10 ms ran 11x
+faster at 16 threads where other convs of the same one-thread time ran 2x (`benchmarks/thread_scaling.py`). Per op
+type and bin of one-thread time alone, the same data left one model 2.7x off (its kernel sum at 16 threads; the
+Xeon's truth was noisy, 13 % between passes); with the shapes the worst was +77 %, RMSPE 33.8 % -> 21.9 %. `sigma`
+is the per-kernel cost of handing a kernel to the pool and joining it (fork/join), per op type, read off kernels too
+small to split (their whole change is that cost); it grows with log2(T), as a tree of wake-ups does (2.0, 2.5, 5.0,
 7.0 µs a small kernel at 2, 4, 8, 16 threads on that Xeon). Fitted from in-model spans of the same kernels at 1 and
 at T > 1 threads (the host's default: ORT's one thread per physical core), one or several T; tested against the
 thread counts it did not see (`benchmarks/thread_model.py`). At T = 1 it returns t1 unchanged.
