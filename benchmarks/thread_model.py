@@ -51,10 +51,18 @@ def kernel_specs(dirs: list[Path], skeletons: list[Path]) -> dict[tuple[str, str
 
 
 def load(dirs: list[Path]) -> pd.DataFrame:
-    """The long span table of all folders, passes renumbered so that folders do not collide."""
+    """The long span table of all folders, passes renumbered so that folders do not collide. A folder holds the
+    sweep's nodes.csv, or the committed wide form spans.csv.gz (model, node, op_type, then one column t{T}_p{pass}
+    per thread count and pass: a fifth of the size)."""
     frames, offset = [], 0
     for d in dirs:
-        f = pd.read_csv(d / "nodes.csv" if (d / "nodes.csv").exists() else d / "nodes.csv.gz")
+        if (d / "nodes.csv").exists():
+            f = pd.read_csv(d / "nodes.csv")
+        else:
+            wide = pd.read_csv(d / "spans.csv.gz")
+            f = wide.melt(id_vars=["model", "node", "op_type"], var_name="col", value_name="span_ms").dropna()
+            parts = f["col"].str.extract(r"t(\d+)_p(\d+)").astype(int)
+            f = f.assign(threads=parts[0], **{"pass": parts[1]}).drop(columns="col")
         f["pass"] = f["pass"] + offset
         offset = int(f["pass"].max()) + 1
         frames.append(f)
