@@ -101,6 +101,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                               "`hase adapt`, built where missing)")
     threads.add_argument("--out", metavar="FILE", default=None,
                          help="thread model file (default: the user predictors directory's threads/<digest>.npz)")
+    threads.add_argument("--spans-out", metavar="FILE", default=None,
+                         help="also write the measured spans (one row per kernel and thread count, with its "
+                              "signature as JSON) to this .csv.gz, to study or refit")
     add_json_arg(threads)
     threads.set_defaults(func=run_threads)
 
@@ -121,6 +124,8 @@ def run_threads(args: argparse.Namespace) -> int:
                         "give 10 or more")
     out = Path(args.out) if args.out is not None else user_thread_model(fp)
     check_output_file(out, "thread model file")
+    if args.spans_out is not None:
+        check_output_file(Path(args.spans_out), "spans file")
     log = stderr_console()
 
     def say(msg: str) -> None:
@@ -129,6 +134,10 @@ def run_threads(args: argparse.Namespace) -> int:
     sources = transfer_sources(args.models, say)
     spans, specs = sweep_models([(s.name, s.path) for s in sources], [1, count], args.budget_s, runs=5,
                                 progress=say)
+    if args.spans_out is not None:
+        keys = list(zip(spans["model"], spans["node"], strict=True))
+        spans.assign(signature=[specs[k].to_json() if k in specs else "" for k in keys]).to_csv(
+            args.spans_out, index=False)
     pairs, signatures, share = pairs_with_specs(spans, specs)
     if pairs.empty:
         raise HaseError("no kernel was profiled at both thread counts within the budget: give a larger "

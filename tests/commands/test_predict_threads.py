@@ -90,3 +90,23 @@ def test_host_threads_bad_input_is_one_line(argv, match, tmp_path, capsys) -> No
     assert main(["host", "threads", "--out", str(tmp_path / "t.npz"), *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and match in err[0] and not (tmp_path / "t.npz").exists()
+
+
+def test_host_threads_writes_its_spans_when_asked(tmp_path, capsys) -> None:
+    """--spans-out: every measured kernel at both counts with its signature, readable back as the sweep table."""
+    import pandas as pd
+
+    from hase.kernels.types import KernelSpec
+
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "gpt2.onnx").write_bytes(exported_model("hf_gpt2_tiny_s64_b1").read_bytes())
+    spans_file = tmp_path / "spans.csv.gz"
+    assert main(["host", "threads", "--models", str(models), "--threads", "2", "--budget-s", "10", "--out",
+                 str(tmp_path / "t.npz"), "--spans-out", str(spans_file)]) == 0
+    capsys.readouterr()
+    spans = pd.read_csv(spans_file)
+    assert set(spans["threads"]) == {1, 2} and (spans["span_ms"] > 0).all()
+    signed = spans[spans["signature"].notna()]
+    assert len(signed) > 0.9 * len(spans)
+    assert KernelSpec.from_json(signed["signature"].iloc[0]).op_type == signed["op_type"].iloc[0]
