@@ -76,6 +76,9 @@ def estimate_threads(path: str | Path, bundle: PredictorBundle, model: ThreadMod
                      free_dims: Mapping[str, int] | None = None) -> ThreadEstimate:
     """`path`'s predicted latency at each of `threads` intra-op threads from `bundle` (a one-thread predictor)."""
     ep = bundle.ep_config()
+    if ep.ep != "cpu":
+        raise HaseError(f"--threads is about the CPU execution provider's intra-op threads; {bundle.device!r} runs "
+                        f"on {ep.ep}: use --device cpu-1t")
     if ep.intra_op_threads != 1:
         raise HaseError(f"predicting thread counts needs a one-thread predictor; {bundle.device!r} runs "
                         f"{ep.intra_op_threads or 'the default'} threads: use --device cpu-1t")

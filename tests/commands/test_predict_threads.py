@@ -39,10 +39,12 @@ def test_table_names_the_thread_model(capsys: pytest.CaptureFixture[str]) -> Non
     assert "thread model" in text and "4 thr" in text and MODEL in text
 
 
-def test_a_multi_thread_predictor_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["predict", str(exported_model(MODEL)), "--device", "cpu-mt", "--threads", "2"]) == 2
+@pytest.mark.parametrize(("device", "match"), [("cpu-mt", "one-thread predictor"), ("h100-cuda", "CPU execution")])
+def test_a_multi_thread_or_gpu_predictor_is_refused(device: str, match: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["predict", str(exported_model(MODEL)), "--device", device, "--threads", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "one-thread predictor" in err[0]
+    assert len(err) == 1 and match in err[0]
 
 
 def test_shipped_models_are_picked_by_host_then_core_count() -> None:
