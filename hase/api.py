@@ -126,6 +126,29 @@ class Predictor:
         frame[counts] = frame[counts].astype("Int64")  # whole numbers, <NA> where a model failed
         return frame
 
+    def predict_threads(self, model: Model, threads: Sequence[int], *, thread_model: str | Path | None = None,
+                        free_dims: Mapping[str, int] | None = None, input_shapes: Shapes | None = None
+                        ) -> pd.DataFrame:
+        """The model's latency at each intra-op thread count, as `hase predict MODEL --threads` gives it: this
+        (one-thread) predictor's kernels moved to each count by a thread model (`thread_model`, else this host's
+        own, else the shipped one of this host or of the nearest core count; docs/predictor.md, 4b).
+
+        Returns:
+            DataFrame with one row per count: model, threads, latency_ms, sum_ms, n_kernels, thread_model.
+
+        Raises:
+            HaseError: a multi-thread or GPU predictor, a count under 1, a model that cannot be split.
+        """
+        from hase.predict.thread_estimate import estimate_threads, pick_thread_model  # noqa: PLC0415 - this mode
+        from hase.runtime.host import host_fingerprint  # noqa: PLC0415
+
+        tm, which = pick_thread_model(host_fingerprint(), thread_model)
+        with _model_files([model]) as (files, names):
+            est = estimate_threads(files[0], self.used.bundle, tm, list(threads), which, self.target,
+                                   _input_shapes(input_shapes), _free_dims(free_dims))
+        return pd.DataFrame({"model": names[0], "threads": list(est.threads), "latency_ms": list(est.latency_ms),
+                             "sum_ms": list(est.sum_ms), "n_kernels": est.n_kernels, "thread_model": which})
+
     def _predict(self, models: Sequence[Model], free_dims: Mapping[str, int] | None,
                  input_shapes: Shapes | None) -> list[Prediction | PredictFailure]:
         """`estimate_models` (what `hase predict` runs) on the models, ModelProtos written to a temporary folder."""

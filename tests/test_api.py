@@ -126,6 +126,21 @@ def test_api_and_cli_agree_with_free_dims_and_input_shapes(predictor: hase.Predi
         predictor.predict(path, input_shapes={name: (2, 0, 160, 160)})
 
 
+def test_predict_threads_agrees_with_the_cli_and_with_predict_at_one_thread(predictor: hase.Predictor,
+                                                                           capsys) -> None:
+    model = str(exported_model(SEMNASNET))
+    frame = predictor.predict_threads(model, [1, 2, 4])
+    assert frame["threads"].tolist() == [1, 2, 4] and (frame["model"] == model).all()
+    assert frame["latency_ms"].iloc[0] == pytest.approx(predictor.predict(model).latency_ms, rel=1e-9)
+    assert main(["predict", model, "--threads", "1,2,4", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert [r["latency_ms"] for r in cli["by_threads"]] == pytest.approx(frame["latency_ms"].tolist(), rel=1e-12)
+    from_proto = predictor.predict_threads(onnx.load(model), [2])
+    assert from_proto["latency_ms"].iloc[0] == pytest.approx(frame["latency_ms"].iloc[1], rel=1e-12)
+    with pytest.raises(HaseError, match="at least 1"):
+        predictor.predict_threads(model, [0])
+
+
 def test_a_model_in_memory_predicts_as_its_file(predictor: hase.Predictor) -> None:
     path = exported_model(SEMNASNET)
     model = onnx.load(path)
