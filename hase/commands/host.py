@@ -96,6 +96,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     threads.add_argument("--threads", type=int, default=0,
                          help="the thread count to measure beside 1 (default 0: this host's physical cores)")
     threads.add_argument("--budget-s", type=float, default=300.0, help="seconds of measuring (default %(default)g)")
+    threads.add_argument("--passes", type=int, default=1,
+                         help="profile each model this many times back to back, keeping each kernel's quickest "
+                              "(default %(default)s)")
     threads.add_argument("--models", metavar="DIR", action="append", default=None,
                          help="models to profile: every .onnx of DIR (repeatable; default: the transfer set of "
                               "`hase adapt`, built where missing)")
@@ -122,6 +125,8 @@ def run_threads(args: argparse.Namespace) -> int:
     if args.budget_s < 10:
         raise HaseError(f"--budget-s {args.budget_s:g} is too short to profile a model at two thread counts: "
                         "give 10 or more")
+    if args.passes < 1:
+        raise HaseError(f"--passes {args.passes} profiles nothing: give 1 or more")
     out = Path(args.out) if args.out is not None else user_thread_model(fp)
     check_output_file(out, "thread model file")
     if args.spans_out is not None:
@@ -133,7 +138,7 @@ def run_threads(args: argparse.Namespace) -> int:
 
     sources = transfer_sources(args.models, say)
     spans, specs = sweep_models([(s.name, s.path) for s in sources], [1, count], args.budget_s, runs=5,
-                                progress=say)
+                                progress=say, passes=args.passes)
     if args.spans_out is not None:
         keys = list(zip(spans["model"], spans["node"], strict=True))
         spans.assign(signature=[specs[k].to_json() if k in specs else "" for k in keys]).to_csv(

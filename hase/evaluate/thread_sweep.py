@@ -48,9 +48,10 @@ Specs = dict[tuple[str, str], KernelSpec]
 
 
 def sweep_models(models: Sequence[tuple[str, Path]], threads: Sequence[int], budget_s: float, runs: int = 10,
-                 progress: Callable[[str], None] | None = None) -> tuple[pd.DataFrame, Specs]:
-    """Every model in turn until `budget_s` is spent (a model started is finished): the long span table and each
-    (model, node)'s signature. A model ORT cannot profile is skipped and said."""
+                 progress: Callable[[str], None] | None = None, passes: int = 1) -> tuple[pd.DataFrame, Specs]:
+    """Every model in turn until `budget_s` is spent (a model started is finished), `passes` times back to back
+    (the pairing keeps each kernel's quickest): the long span table and each (model, node)'s signature. A model
+    ORT cannot profile is skipped and said."""
     t0 = time.monotonic()
     frames: list[pd.DataFrame] = []
     specs: Specs = {}
@@ -60,12 +61,13 @@ def sweep_models(models: Sequence[tuple[str, Path]], threads: Sequence[int], bud
                 progress(f"budget of {budget_s:g} s spent after {i} of {len(models)} models")
             break
         try:
-            one = sweep_model(name, path, threads, runs)
+            done = [sweep_model(name, path, threads, runs, pass_no=p) for p in range(passes)]
         except Exception as e:
             if progress:
                 progress(f"{name}: skipped ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
             continue
-        frames.append(one.spans)
+        one = done[0]
+        frames += [d.spans for d in done]
         specs.update({(name, node): s for node, s in one.specs.items()})
         if progress:
             progress(f"{name}: {len(one.specs)} kernels at {', '.join(map(str, threads))} threads "

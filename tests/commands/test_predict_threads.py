@@ -87,6 +87,7 @@ def test_host_threads_fits_this_hosts_model_where_predict_finds_it(tmp_path, cap
 @pytest.mark.parametrize(("argv", "match"), [
     (["--threads", "1"], "2 or more"),
     (["--budget-s", "5"], "too short"),
+    (["--passes", "0"], "profiles nothing"),
 ])
 def test_host_threads_bad_input_is_one_line(argv, match, tmp_path, capsys) -> None:
     assert main(["host", "threads", "--out", str(tmp_path / "t.npz"), *argv]) == 2
@@ -105,10 +106,10 @@ def test_host_threads_writes_its_spans_when_asked(tmp_path, capsys) -> None:
     (models / "gpt2.onnx").write_bytes(exported_model("hf_gpt2_tiny_s64_b1").read_bytes())
     spans_file = tmp_path / "spans.csv.gz"
     assert main(["host", "threads", "--models", str(models), "--threads", "2", "--budget-s", "10", "--out",
-                 str(tmp_path / "t.npz"), "--spans-out", str(spans_file)]) == 0
+                 str(tmp_path / "t.npz"), "--spans-out", str(spans_file), "--passes", "2"]) == 0
     capsys.readouterr()
     spans = pd.read_csv(spans_file)
-    assert set(spans["threads"]) == {1, 2} and (spans["span_ms"] > 0).all()
+    assert set(spans["threads"]) == {1, 2} and set(spans["pass"]) == {0, 1} and (spans["span_ms"] > 0).all()
     signed = spans[spans["signature"].notna()]
     assert len(signed) > 0.9 * len(spans)
     assert KernelSpec.from_json(signed["signature"].iloc[0]).op_type == signed["op_type"].iloc[0]
