@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import time
@@ -21,7 +22,7 @@ from hase.commands.common import (
     titled_table,
 )
 from hase.errors import HaseError
-from hase.files import check_output_file
+from hase.files import check_output_file, write_atomic
 from hase.measure.collect import dir_sources
 from hase.measure.signature import (
     DEFAULT_BUDGET_S,
@@ -115,7 +116,7 @@ def run_threads(args: argparse.Namespace) -> int:
     """Measure, fit and write this host's thread model; progress on stderr, the summary on stdout."""
     from hase.evaluate.thread_sweep import sweep_models  # noqa: PLC0415 - measuring pulls pandas and ORT
     from hase.predict.thread_estimate import user_thread_model  # noqa: PLC0415
-    from hase.predict.threads import fit_thread_model, pairs_with_specs, save_thread_model  # noqa: PLC0415
+    from hase.predict.threads import ALL, fit_thread_model, pairs_with_specs, save_thread_model  # noqa: PLC0415
 
     fp = host_fingerprint()
     count = args.threads or fp.cores
@@ -141,8 +142,9 @@ def run_threads(args: argparse.Namespace) -> int:
                                 progress=say, passes=args.passes)
     if args.spans_out is not None:
         keys = list(zip(spans["model"], spans["node"], strict=True))
-        spans.assign(signature=[specs[k].to_json() if k in specs else "" for k in keys]).to_csv(
-            args.spans_out, index=False)
+        table = spans.assign(signature=[specs[k].to_json() if k in specs else "" for k in keys])
+        write_atomic(args.spans_out, gzip.compress(table.to_csv(index=False).encode(), mtime=0)
+                     if str(args.spans_out).endswith(".gz") else table.to_csv(index=False))
     pairs, signatures, share = pairs_with_specs(spans, specs)
     if pairs.empty:
         raise HaseError("no kernel was profiled at both thread counts within the budget: give a larger "
@@ -153,14 +155,14 @@ def run_threads(args: argparse.Namespace) -> int:
     save_thread_model(model, out)
     speed = float(pairs["t1_ms"].sum() / pairs["t_ms"].sum())
     summary = {"host": fp.digest, "threads": [1, count], "models": meta["models"], "kernels": len(pairs),
-               "kernel_speedup": speed, "sigma_us": model.sigma_ms["*"] * 1e3, "out": str(out)}
+               "kernel_speedup": speed, "sigma_us": model.sigma_ms[ALL] * 1e3, "out": str(out)}
     if args.json:
         print(json.dumps(summary, indent=1))
     else:
         stdout_console(highlight=False, soft_wrap=True).print(
             f"thread model of host {fp.digest} written to {out}: {meta['models']} models, {len(pairs)} kernels at 1 "
             f"and {count} threads (their sum {speed:.2f}x quicker at {count}), fork/join "
-            f"{model.sigma_ms['*'] * 1e3:.1f} µs per doubling; `hase predict MODEL --threads 1,{count}` uses it",
+            f"{model.sigma_ms[ALL] * 1e3:.1f} µs per doubling; `hase predict MODEL --threads 1,{count}` uses it",
             markup=False)
     return 0
 

@@ -20,6 +20,7 @@ from hase.kernels.types import KernelSpec
 from hase.runtime.types import EPConfig
 
 SWEEP_COLUMNS = ("model", "node", "op_type", "threads", "pass", "span_ms")
+Specs = dict[tuple[str, str], KernelSpec]  # (model, node name) -> the kernel's signature
 
 
 @dataclass(frozen=True)
@@ -42,9 +43,6 @@ def sweep_model(name: str, path: str | Path, threads: Sequence[int], runs: int =
                   node.split("_token")[0], "threads": int(t), "pass": pass_no, "span_ms": ms}
                  for node, ms in spans.items()]
     return ModelSweep(pd.DataFrame(rows, columns=list(SWEEP_COLUMNS)), specs)
-
-
-Specs = dict[tuple[str, str], KernelSpec]
 
 
 def sweep_models(models: Sequence[tuple[str, Path]], threads: Sequence[int], budget_s: float, runs: int = 10,

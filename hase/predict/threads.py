@@ -21,9 +21,9 @@ time and its time at T (`paired_spans` pairs a long table of in-model spans).
 """
 from __future__ import annotations
 
+import io
 import json
 import math
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +34,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from hase.errors import HaseError
+from hase.files import write_atomic
 from hase.kernels.types import KernelSpec
 from hase.predict.features.common import attr, out0
 from hase.predict.features.generic import generic_features
@@ -143,19 +144,17 @@ def fit_thread_model(pairs: pd.DataFrame, specs: Sequence[KernelSpec], host: str
 
 
 def save_thread_model(model: ThreadModel, path: str | Path) -> Path:
-    """One .npz: the forest's arrays and a JSON header (sigma, op codes, threads, host, meta); written to a
-    temporary file and renamed, so a failed save leaves nothing half-written."""
+    """One .npz: the forest's arrays and a JSON header (sigma, op codes, threads, host, meta), written atomically
+    (`hase.files.write_atomic`), so a failed save leaves nothing half-written."""
     path = Path(path)
     header = {"form": FORM, "features": list(FEATURES), "sigma_ms": dict(model.sigma_ms),
               "op_codes": list(model.op_codes), "threads": list(model.threads), "host": model.host,
               "meta": dict(model.meta), "depth": model.forest.depth, "n_features": model.forest.n_features}
     arrays = {f"forest_{k}": v for k, v in model.forest.to_arrays().items()}
     arrays["header"] = np.frombuffer(json.dumps(header, sort_keys=True).encode(), dtype=np.uint8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez_compressed(tmp, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds oddly
-    os.replace(tmp, path)
-    return path
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds oddly
+    return write_atomic(path, buf.getvalue())
 
 
 def load_thread_model(path: str | Path) -> ThreadModel:
