@@ -6,7 +6,11 @@ per model (and batch), of the latencies that several runs measured: the quietest
 Baselines (FLOPs and FLOPs+bytes lines, leave-one-model-out) are refitted on that ground truth.
 
 Usage: python benchmarks/score_devset_runs.py RUN/devset.csv OTHER_RUN/devset.csv ... [--worst 8]
-(the first file's predictions are scored; every file's measurements make the ground truth)
+           [--report OUT --models DIR]
+(the first file's predictions are scored; every file's measurements make the ground truth). With --report, the
+devset report page (report.md, report.html, plots, CSVs; a batch sweep's per-batch scores and one plot per family)
+is written to OUT against that truth, each row's `spread` then the slowest over the quickest pass; --models names
+the models folder whose models.tsv gives each model's family.
 """
 from __future__ import annotations
 
@@ -15,7 +19,8 @@ import argparse
 import numpy as np
 import pandas as pd
 
-from hase.evaluate.devset import devset_scores, with_baselines
+from hase.evaluate.devset import DevsetEvaluation, devset_scores, families_of, list_models, with_baselines
+from hase.evaluate.report import write_report
 
 KEY = ["model", "batch"]
 
@@ -24,6 +29,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", help="devset.csv files of `hase evaluate --devset`; the first is scored")
     ap.add_argument("--worst", type=float, default=8.0, help="list the rows off by more than this many %%")
+    ap.add_argument("--report", help="write the devset report page against the truth to this folder")
+    ap.add_argument("--models", help="the models folder (its models.tsv names each model's family)")
     args = ap.parse_args()
     rows = pd.read_csv(args.runs[0])
     measured = pd.concat([pd.read_csv(f).set_index(KEY)["measured_ms"].rename(f) for f in args.runs], axis=1)
@@ -38,6 +45,12 @@ def main() -> None:
     print(scores.round(3).to_string(index=False))
     err = rows.set_index(KEY)["error_pct"]
     print(err[err.abs() > args.worst].sort_values().round(1).to_string())
+    if args.report:
+        rows["spread"] = rows.set_index(KEY).index.map(spread / 100)
+        families = families_of(list_models(args.models)[1]) if args.models else {}
+        dev = DevsetEvaluation(rows, devset_scores(rows), str(rows["device"].dropna().iloc[0]), families=families)
+        paths = write_report(None, args.report, dev)
+        print(f"report: {paths['report.md']}")
 
 
 if __name__ == "__main__":

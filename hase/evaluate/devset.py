@@ -88,6 +88,7 @@ class DevsetEvaluation:
     host_mismatches: tuple[str, ...] = ()
     left_out: Mapping[str, str] = field(default_factory=dict)  # batch sweep: models with no symbolic copy, why
     worst: pd.DataFrame = field(default_factory=pd.DataFrame)  # `explain_worst`: the worst rows' kernels
+    families: Mapping[str, str] = field(default_factory=dict)  # model file -> models.tsv's `family`, where listed
 
 
 # ---------------------------------------------------------------------- which models, at which shapes
@@ -247,7 +248,12 @@ def evaluate_devset(models_dir: str | Path, bundle: PredictorBundle, csv_path: s
     if not todo:
         write_atomic(csv, table.to_csv(index=False))
     worst_rows = explain_worst(table, [j for j in jobs if isinstance(j, Job)], bundle, kernels_csv(csv))
-    return DevsetEvaluation(table, devset_scores(table), bundle.device, worst=worst_rows)
+    return DevsetEvaluation(table, devset_scores(table), bundle.device, worst=worst_rows, families=families_of(info))
+
+
+def families_of(info: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """models.tsv's `family` of each model file that has one (the batch sweep's plots are one per family)."""
+    return {Path(f).name: str(r["family"]) for f, r in info.items() if r.get("family")}
 
 
 WORST_COLUMNS = (MODEL, BATCH, PREDICTED_MS, MEASURED_MS, ERROR_PCT, *worst.KERNEL_COLUMNS)

@@ -9,6 +9,7 @@ from hase.evaluate import devset
 from hase.evaluate.evaluation import TARGET_ACC10, TARGET_RMSPE
 from hase.evaluate.plots import SOURCES
 from hase.evaluate.ratios import CALIBRATED_HELD_OUT_MS, SCOPE, SOURCE_COLUMN
+from hase.evaluate.sweep_curves import MEASURED_PER_S, PREDICTED_PER_S, SWEEP, WORST_ERROR_PCT, WORST_SWEEP
 from hase.evaluate.worst import FINAL, HELD_OUT, IN_MODEL_MS, KERNEL_DIFF_MS, KERNEL_PRED_MS, PRED_FROM
 from hase.predict import dataset
 from hase.predict.baselines import BASELINE, MODEL_BYTES, MODEL_FLOPS
@@ -76,6 +77,12 @@ COLUMNS: dict[str, str] = {
     devset.MEDIAN_ERROR_PCT: "median over the rows of (predicted - measured) / measured, in %: the typical bias",
     devset.SPREAD: "(largest - smallest block median) / smallest: how much the host's speed moved while measuring",
     devset.NOISY: "`yes` when the spread is over the noise bound: the measured figure is less certain",
+    SWEEP: "one model at several batch sizes: a model with a symbolic batch, or exports whose names differ only in "
+           "their `_bN` suffix (the name without it)",
+    PREDICTED_PER_S: "predicted throughput: batch size × 1000 / predicted latency (samples per second)",
+    MEASURED_PER_S: "measured throughput: batch size × 1000 / measured latency (samples per second)",
+    WORST_ERROR_PCT: "the error (%) of the row furthest from its measured latency at this batch size",
+    WORST_SWEEP: "the sweep that row belongs to",
     dataset.N_KERNELS: "nodes in ONNX Runtime's optimized graph that the predictor summed",
     MODEL_FLOPS: "the model's floating-point operations, summed over its kernels (what the baselines fit on)",
     MODEL_BYTES: "bytes the model's kernels read and write, summed (the second input of the FLOPs+bytes line)",

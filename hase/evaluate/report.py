@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from hase.errors import HaseError
-from hase.evaluate import devset, worst
+from hase.evaluate import devset, sweep_curves, worst
 from hase.evaluate.evaluation import TARGET_ACC10, TARGET_RMSPE, Evaluation, evaluate_predictor
 from hase.evaluate.glossary import CHOSEN, COLUMNS, MEASURED_MIN_MS, SOURCE_DOCS
 from hase.evaluate.plots import SOURCES, Plot, devset_plot, render_plots
@@ -87,6 +87,7 @@ def all_plots(ev: Evaluation | None, dev: devset.DevsetEvaluation | None = None)
     plots = render_plots(ev) if ev is not None else {}
     if dev is not None:
         plots["devset"] = devset_plot(dev)
+        plots |= sweep_curves.sweep_plots(sweep_curves.sweep_table(dev.rows, dev.families))
     return plots
 
 
@@ -211,7 +212,7 @@ def devset_sections(dev: devset.DevsetEvaluation) -> list[Section]:
     shown = [devset.MODEL, devset.GROUP, devset.BATCH, devset.PREDICTED_MS, MEASURED_MIN_MS, devset.ERROR_PCT,
              devset.SPREAD, devset.NOISY,
              dataset.N_KERNELS, MODEL_FLOPS, MODEL_BYTES]
-    return [
+    return [*sweep_sections(dev),
         Section("devset", "Real exported models",
                 "Models exported by third-party libraries (none in the training zoo), predicted by this predictor "
                 "and measured on this host in the predictor's own configuration, by group, beside straight lines in "
@@ -221,6 +222,24 @@ def devset_sections(dev: devset.DevsetEvaluation) -> list[Section]:
         Section("devset_models", "Real exported models, one row per model and batch",
                 "Worst predictions show where the predictor extrapolates; `noisy` rows were measured while the host's "
                 "speed moved.", rows[shown]),
+    ]
+
+
+def sweep_sections(dev: devset.DevsetEvaluation) -> list[Section]:
+    """The batch sweep's tables (when the rows hold models at MIN_BATCHES batch sizes or more): scores per batch
+    size, then each sweep's latency and throughput, predicted and measured."""
+    table = sweep_curves.sweep_table(dev.rows, dev.families)
+    if table.empty:
+        return []
+    shown = table.rename(columns={devset.MEASURED_MS: MEASURED_MIN_MS})
+    return [
+        Section("sweep_scores", "Batch sweep, by batch size",
+                f"The models run at {sweep_curves.MIN_BATCHES} batch sizes or more, scored at each batch size: an "
+                "error that grows with the batch shows here before it shows in the overall figure.",
+                sweep_curves.batch_scores(table)),
+        Section("sweep", "Batch sweep, latency and throughput",
+                "Each model across its batch sizes (the family plots draw these rows): a user sizing a server reads "
+                "the throughput columns.", shown),
     ]
 
 

@@ -154,6 +154,8 @@ def test_report_renders_the_section(tmp_path, evaluated):
     assert "## Real exported models" in md and "flops+bytes" in md and SYMBOLIC in md and "measured_min_ms" in md
     assert "## Glossary" in md and written["devset.png"].stat().st_size > 0 and written["devset_scores.csv"].is_file()
     assert "Real exported models" in written["report.html"].read_text()
+    stem = SYMBOLIC.removesuffix(".onnx")  # its four batch sizes make a sweep: scored per batch, one family plot
+    assert "## Batch sweep, by batch size" in md and written[f"sweep_{stem}.png"].stat().st_size > 0
 
 
 def test_cli_resumes_and_writes_the_report(tmp_path, evaluated, capsys):
