@@ -312,13 +312,21 @@ def _error_row(model: str, batch: int, error: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------- scores
 
 
+def sweep_name(model: str) -> str:
+    """The model a row belongs to, its batch left out: `timm_resnet18d_224_b8.onnx` -> `timm_resnet18d_224`,
+    `deit.dynbatch.onnx` -> `deit` (static exports of one model at several batch sizes share it)."""
+    stem = re.sub(r"(\.dynbatch)?\.onnx$", "", model)
+    return re.sub(r"_b\d+$", "", stem)
+
+
 def loo_baseline(rows: pd.DataFrame, cols: Sequence[str]) -> NDArray[np.float64]:
     """Each row's latency from a straight line in `cols` (+ intercept) fitted by relative least squares on the
-    rows of every other model (leave-one-model-out, so a model's other batch sizes never train its own line)."""
+    rows of every other model (leave-one-model-out, a model's every batch size left out with it: `sweep_name`, so
+    neither a symbolic model's other batches nor the same net's other static exports train its own line)."""
     out = np.full(len(rows), np.nan)
     y = rows[MEASURED_MS].to_numpy(dtype=np.float64)
     X = np.column_stack([rows[c].to_numpy(dtype=np.float64) for c in cols] + [np.ones(len(rows))])
-    models = rows[MODEL].to_numpy()
+    models = rows[MODEL].astype(str).map(sweep_name).to_numpy()
     for m in np.unique(models):
         train, test = models != m, models == m
         if train.sum() < X.shape[1]:

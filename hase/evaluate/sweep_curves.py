@@ -30,13 +30,6 @@ COLUMNS = (FAMILY, SWEEP, devset.BATCH, devset.PREDICTED_MS, devset.MEASURED_MS,
            PREDICTED_PER_S, MEASURED_PER_S)
 
 
-def sweep_name(model: str) -> str:
-    """The model a row belongs to, its batch left out: `timm_resnet18d_224_b8.onnx` -> `timm_resnet18d_224`,
-    `deit.dynbatch.onnx` -> `deit`."""
-    stem = re.sub(r"(\.dynbatch)?\.onnx$", "", model)
-    return re.sub(r"_b\d+$", "", stem)
-
-
 def sweep_table(rows: pd.DataFrame, families: Mapping[str, str] | None = None) -> pd.DataFrame:
     """The measured rows of every sweep of at least MIN_BATCHES batch sizes, with throughputs (COLUMNS), sorted by
     family, sweep and batch; `families` maps a model file name to its family (models.tsv)."""
@@ -46,7 +39,7 @@ def sweep_table(rows: pd.DataFrame, families: Mapping[str, str] | None = None) -
     ok = ok[np.isfinite(ms) & (ms > 0)]
     if ok.empty:
         return pd.DataFrame(columns=list(COLUMNS))
-    ok[SWEEP] = ok[devset.MODEL].astype(str).map(sweep_name)
+    ok[SWEEP] = ok[devset.MODEL].astype(str).map(devset.sweep_name)
     ok[FAMILY] = [fam.get(str(m)) or s for m, s in zip(ok[devset.MODEL], ok[SWEEP], strict=True)]
     ok[devset.BATCH] = ok[devset.BATCH].astype(int)
     sizes = ok.groupby(SWEEP)[devset.BATCH].nunique()

@@ -147,6 +147,23 @@ def test_loo_baseline_recovers_a_line_without_the_model_itself():
     assert devset.loo_baseline(rows, ["x"]) == pytest.approx(rows[devset.MEASURED_MS].to_numpy())
 
 
+def test_loo_baseline_leaves_a_nets_other_batch_sizes_out_with_it():
+    rows = pd.DataFrame({devset.MODEL: ["a.onnx", "b.onnx", "c.onnx", "d.onnx", "net_b1.onnx", "net_b8.onnx"],
+                         "x": [1.0, 2, 3, 4, 5, 6]})
+    rows[devset.MEASURED_MS] = 2 * rows["x"] + 1
+    rows.loc[rows[devset.MODEL].str.startswith("net"), devset.MEASURED_MS] *= 3  # off the others' line
+    pred = devset.loo_baseline(rows, ["x"])
+    assert pred[4:] == pytest.approx([11.0, 13.0])  # from a-d alone, not from its own other batch
+
+
+@pytest.mark.parametrize(("model", "sweep"), [("timm_resnet18d_224_b8.onnx", "timm_resnet18d_224"),
+                                              ("hf_bert_small_v16k_s512_b2.onnx", "hf_bert_small_v16k_s512"),
+                                              ("deit.dynbatch.onnx", "deit"), ("resnet10t.onnx", "resnet10t"),
+                                              ("net_b12x.onnx", "net_b12x")])
+def test_sweep_name_drops_only_a_trailing_batch(model, sweep):
+    assert devset.sweep_name(model) == sweep
+
+
 def test_report_renders_the_section(tmp_path, evaluated):
     _, _, dev = evaluated
     written = write_report(None, tmp_path / "report", dev)

@@ -15,14 +15,6 @@ def rows(spec: dict[str, list[tuple[int, float, float]]]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-@pytest.mark.parametrize(("model", "sweep"), [("timm_resnet18d_224_b8.onnx", "timm_resnet18d_224"),
-                                              ("hf_bert_small_v16k_s512_b2.onnx", "hf_bert_small_v16k_s512"),
-                                              ("deit.dynbatch.onnx", "deit"), ("resnet10t.onnx", "resnet10t"),
-                                              ("net_b12x.onnx", "net_b12x")])
-def test_sweep_name_drops_only_a_trailing_batch(model, sweep):
-    assert sweep_curves.sweep_name(model) == sweep
-
-
 def test_static_exports_join_by_name_and_short_sweeps_are_left_out():
     table = sweep_curves.sweep_table(rows({
         **{f"net_b{b}.onnx": [(b, 10.0 * b, 10.0 * b * 1.25)] for b in (1, 4, 16)},
