@@ -71,6 +71,7 @@ def sweep_plots(table: pd.DataFrame) -> dict[str, Plot]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter, NullLocator
 
     plots = {}
     for family, part in table.groupby(FAMILY, sort=True):
@@ -86,8 +87,11 @@ def sweep_plots(table: pd.DataFrame) -> dict[str, Plot]:
         for ax, ylabel in ((lat, "latency (ms)"), (thr, "throughput (samples/s)")):
             ax.set(xscale="log", xlabel="batch size", ylabel=ylabel)
             ax.set_xticks(batches, [str(b) for b in batches])
+            ax.xaxis.set_minor_locator(NullLocator())
             ax.grid(alpha=0.3)
         lat.set_yscale("log")
+        lat.yaxis.set_minor_formatter(NullFormatter())
+        thr.set_ylim(bottom=0)  # from zero: a gap between the lines reads as the relative error it is
         lat.legend(fontsize=6, loc="upper left")
         title = f"Batch sweep, {family}: predicted and measured latency and throughput"
         fig.suptitle(title, fontsize=9)
