@@ -74,7 +74,10 @@ def collect(args: argparse.Namespace) -> None:
     batches = [int(b) for b in args.batches.split(",")]
     bundle = load_bundle(args.predictors)
     copy_info = devset.list_models(copies.folder)[1]
+    skip = set(filter(None, args.skip.split(",")))
     for name in copies.made:
+        if devset.sweep_name(name) in skip:
+            continue
         path = copies.folder / name
         row = copy_info.get(name, {})
         ms = pd.to_numeric(row.get(sweep.LATENCY_COLUMN, ""), errors="coerce")
@@ -117,6 +120,7 @@ def main() -> None:
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--max-ms", type=float, default=3000.0, help="skip a (model, batch) estimated slower than this")
     ap.add_argument("--runs", type=int, default=3, help="profiled runs per (model, batch)")
+    ap.add_argument("--skip", default="", help="models to leave out, comma-separated names without .onnx")
     ap.add_argument("--summary", help="print the summary of this CSV instead")
     ap.add_argument("--l3-mib", type=float, default=32.0, help="the last-level cache the summary bands against")
     args = ap.parse_args()

@@ -15,12 +15,14 @@ the models folder whose models.tsv gives each model's family.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from hase.evaluate.devset import DevsetEvaluation, devset_scores, families_of, list_models, with_baselines
 from hase.evaluate.report import write_report
+from hase.files import write_atomic
 
 KEY = ["model", "batch"]
 
@@ -50,6 +52,7 @@ def main() -> None:
         families = families_of(list_models(args.models)[1]) if args.models else {}
         dev = DevsetEvaluation(rows, devset_scores(rows), str(rows["device"].dropna().iloc[0]), families=families)
         paths = write_report(None, args.report, dev)
+        paths["devset.csv"] = write_atomic(Path(args.report) / "devset.csv", rows.to_csv(index=False))
         print(f"report: {paths['report.md']}")
 
 
