@@ -12,7 +12,9 @@ it from extrapolating. It took the looked-at dev sets' median error from -4.4 % 
 held-out set 3-7 % slow, so training scores it but does not choose it by default ([training]
 calibration_forms; docs/predictor.md). alpha, beta, gamma, delta are fitted per device and target on measured models
 (least squares, relative least squares, or the robust Huber loss); `hase train` keeps the candidate
-that wins on held-out families and stores it in the manifest.
+that wins on held-out families and stores it in the manifest. `size_balance` weights the models so that every
+half-decade of latency has the same say in the fit (the zoo's hundred small models would otherwise decide the
+scale that real models of 10-300 ms are predicted with).
 """
 from __future__ import annotations
 
@@ -40,6 +42,8 @@ COEFFICIENTS = ("alpha", "beta", "gamma", "delta", "sum_lo_ms", "sum_hi_ms", "ka
 # power: a smooth maximum before it was fitted)
 OPTIONAL = {"delta": 0.0, "sum_lo_ms": 1.0, "sum_hi_ms": 1.0, "kappa": 0.0, "stream_power": 2.0}
 STREAMING_KEYS = ("kappa", "stream_power")
+BALANCES = ("none", "size")  # [training] calibration_balance: how the calibration's models share its loss
+BINS_PER_DECADE = 2  # size_balance's bins: half-decades of measured latency
 MIN_SHARE = 0.05  # the least share of a kernel sum a calibration leaves: only a model far below the fitted sizes
 # reaches it (standalone `warm` sums overshoot a model up to 13x, so a larger share would cut real predictions)
 
@@ -133,6 +137,19 @@ def _huber_relative(X: NDArray[np.float64], y: NDArray[np.float64],
     model = HuberRegressor(fit_intercept=False, epsilon=1.35, alpha=0.0, max_iter=1000)
     coef: NDArray[np.float64] = model.fit(X / y[:, None], np.ones_like(y), sample_weight=weight).coef_
     return coef
+
+
+def size_balance(measured_ms: ArrayLike, bins_per_decade: int = BINS_PER_DECADE) -> NDArray[np.float64]:
+    """A weight per model, mean 1, that gives every bin of latency (`bins_per_decade` per decade) the same total
+    weight: the calibration then fits models of every size alike, as users' models come in every size, not in the
+    proportions the zoo was sampled in (docs/results.md: what it did to six collects of one host's own predictor).
+    Non-finite or non-positive latencies share one bin."""
+    y = np.asarray(measured_ms, np.float64)
+    ok = np.isfinite(y) & (y > 0)
+    bins = np.where(ok, np.floor(np.log10(np.where(ok, y, 1.0)) * bins_per_decade), np.inf)
+    _, inverse, counts = np.unique(bins, return_inverse=True, return_counts=True)
+    w = 1.0 / counts[inverse]
+    return np.asarray(w / w.mean() if len(w) else w, np.float64)
 
 
 def _design(sum_ms: NDArray[np.float64], n_kernels: NDArray[np.float64], form: str) -> NDArray[np.float64]:

@@ -21,8 +21,8 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from hase.predict import dataset, residency
-from hase.predict.calibration import CANDIDATES, Calibration, fit_calibration
-from hase.predict.metrics import grouped_metrics
+from hase.predict.calibration import BALANCES, CANDIDATES, Calibration, fit_calibration, size_balance
+from hase.predict.metrics import grouped_metrics, rmspe
 from hase.predict.predictor import KEY, PRED_MS, SOURCE, KernelPredictor
 from hase.predict.trust import KEEP, BusyPolicy, model_weights, training_rows
 from hase.zoo import families as zoo_families
@@ -130,9 +130,10 @@ def tag(frame: pd.DataFrame, values: dict[str, str | float]) -> pd.DataFrame:
 
 def fold_frames(data: dataset.DeviceData, target: str, held: str, make: MakePredictor,
                 calibrate_on: str = "measured", busy: BusyPolicy = KEEP,
-                streaming: residency.Streaming = residency.NO_STREAMING) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One fold: train without family `held`; model rows (per calibration candidate, the held-out models' nodes
-    with their weight `streaming`) and unseen-kernel rows."""
+                streaming: residency.Streaming = residency.NO_STREAMING,
+                balance: str = "none") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One fold: train without family `held`; model rows (per calibration candidate, fitted with
+    `calibration_weights`; the held-out models' nodes with their weight `streaming`) and unseen-kernel rows."""
     models = data.models
     train_ids = list(models.loc[models[dataset.FAMILY] != held, dataset.MODEL_ID])
     test = models[models[dataset.FAMILY] == held].set_index(dataset.MODEL_ID)
@@ -140,16 +141,29 @@ def fold_frames(data: dataset.DeviceData, target: str, held: str, make: MakePred
     cal_ids = scored_ids(data, train_ids)
     fit_sums = calibration_sums(data, target, predictor, cal_ids, calibrate_on)
     train = models.set_index(dataset.MODEL_ID).loc[cal_ids]
-    weight = model_weights(data, busy, cal_ids)
+    weight = calibration_weights(data, busy, cal_ids, balance)
     part = test[[dataset.FAMILY, dataset.MEASURED_MS, dataset.N_KERNELS]].join(
         model_predictions(data, predictor, test.index, streaming=streaming))
-    rows = [calibrated_rows(part,
-                            fit_calibration(fit_sums, train[dataset.N_KERNELS], train[dataset.MEASURED_MS], form,
-                                            fitter,
-                                                  weight))
+    rows = [calibrated_rows(part, fit_calibration(fit_sums, train[dataset.N_KERNELS], train[dataset.MEASURED_MS],
+                                                  form, fitter, weight))
             for form, fitter in CANDIDATES]
     model_rows = tag(pd.concat(rows).reset_index(), {TARGET: target, SPLIT: HELD_OUT, FOLD: held})
     return model_rows, unseen_kernels(data, target, predictor, train_ids, test.index, held)
+
+
+def calibration_weights(data: dataset.DeviceData, busy: BusyPolicy, model_ids: Iterable[str],
+                        balance: str = "none") -> pd.Series:
+    """Each calibration model's weight, in the order of `model_ids` (index model_id): its trust weight (busy host,
+    noisy: `hase.predict.trust`), times its size balance (`calibration.size_balance` of the measured latency) when
+    `balance` is "size"."""
+    if balance not in BALANCES:
+        raise ValueError(f"unknown calibration balance {balance!r}: {list(BALANCES)}")
+    ids = list(model_ids)
+    weight = model_weights(data, busy, ids)
+    if balance == "size":
+        measured = data.models.set_index(dataset.MODEL_ID).loc[ids, dataset.MEASURED_MS]
+        weight = weight * size_balance(measured.to_numpy())
+    return weight
 
 
 def unseen_kernels(data: dataset.DeviceData, target: str, predictor: KernelPredictor, train_ids: Iterable[str],
@@ -168,7 +182,8 @@ def unseen_kernels(data: dataset.DeviceData, target: str, predictor: KernelPredi
 
 def leave_family_out(data: dataset.DeviceData, target: str, make: MakePredictor, calibrate_on: str = "measured",
                      progress: Progress | None = None, busy: BusyPolicy = KEEP,
-                     streaming: residency.Streaming = residency.NO_STREAMING) -> tuple[pd.DataFrame, pd.DataFrame]:
+                     streaming: residency.Streaming = residency.NO_STREAMING,
+                     balance: str = "none") -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every family held out in turn: (model rows for every calibration candidate, unseen-kernel rows)."""
     models, kernels = [], []
     families = scored_families(data)
@@ -176,7 +191,7 @@ def leave_family_out(data: dataset.DeviceData, target: str, make: MakePredictor,
         if progress:
             progress(f"{target}: holding out {fam} (fold {i}/{len(families)})"
                      + (f", {streaming.describe()}" if streaming.kappa else ""))
-        m, k = fold_frames(data, target, fam, make, calibrate_on, busy, streaming)
+        m, k = fold_frames(data, target, fam, make, calibrate_on, busy, streaming, balance)
         models.append(m)
         kernels.append(k)
     return pd.concat(models, ignore_index=True), pd.concat([k for k in kernels if len(k)], ignore_index=True)
@@ -212,7 +227,21 @@ def held_out_streaming(data: dataset.DeviceData, kernels: pd.DataFrame) -> resid
     return residency.fit_streaming(kernels[PRED_MS], kernels[Y_MS], stream.to_numpy())
 
 
+RMSPE_BY_SIZE = "rmspe_by_size"  # RMSPE with the models weighted by calibration.size_balance (every half-decade of
+# latency counting alike): what `hase train` chooses a calibration by under calibration_balance = "size"
+
+
 def candidate_scores(cv_models: pd.DataFrame) -> pd.DataFrame:
-    """Held-out metrics of every (target, calibration) candidate, best RMSPE first."""
+    """Held-out metrics of every (target, calibration) candidate, best RMSPE first, with RMSPE_BY_SIZE."""
     held = cv_models[cv_models[SPLIT] == HELD_OUT]
-    return grouped_metrics(held, [TARGET, CALIBRATION], dataset.MEASURED_MS, PRED_MS).sort_values("rmspe")
+    scores = grouped_metrics(held, [TARGET, CALIBRATION], dataset.MEASURED_MS, PRED_MS)
+    by_size = {key: _rmspe_by_size(g[dataset.MEASURED_MS].to_numpy(), g[PRED_MS].to_numpy())
+               for key, g in held.groupby([TARGET, CALIBRATION])}
+    scores[RMSPE_BY_SIZE] = [by_size[k] for k in zip(scores[TARGET], scores[CALIBRATION], strict=True)]
+    return scores.sort_values("rmspe")
+
+
+def _rmspe_by_size(y: NDArray[np.float64], yhat: NDArray[np.float64]) -> float:
+    """RMSPE (%) with each model weighted by `size_balance` of its measured latency; non-finite pairs dropped."""
+    ok = np.isfinite(y) & np.isfinite(yhat) & (y > 0)
+    return rmspe(y[ok], yhat[ok], size_balance(y[ok]))

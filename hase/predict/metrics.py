@@ -28,10 +28,13 @@ def _floats(a: ArrayLike) -> NDArray[np.float64]:
     return np.asarray(a, dtype=np.float64)
 
 
-def rmspe(y: ArrayLike, yhat: ArrayLike) -> float:
-    """Root mean squared percentage error: sqrt(mean(((y - yhat) / y)^2)) * 100."""
+def rmspe(y: ArrayLike, yhat: ArrayLike, weight: ArrayLike | None = None) -> float:
+    """Root mean squared percentage error: sqrt(mean(((y - yhat) / y)^2)) * 100, the mean weighted by `weight`
+    (one per sample) when given."""
     yy, pp = _floats(y), _floats(yhat)
-    return float(np.sqrt(np.mean(((yy - pp) / yy) ** 2)) * 100) if len(yy) else float("nan")
+    if not len(yy):
+        return float("nan")
+    return float(np.sqrt(np.average(((yy - pp) / yy) ** 2, weights=None if weight is None else _floats(weight))) * 100)
 
 
 def within(y: ArrayLike, yhat: ArrayLike, bound: float) -> float:

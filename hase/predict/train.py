@@ -34,7 +34,7 @@ from hase.predict.bundle import (
     save_bundle,
     schema_sha,
 )
-from hase.predict.calibration import FORMS, Calibration, fit_calibration
+from hase.predict.calibration import BALANCES, FORMS, Calibration, fit_calibration
 from hase.predict.manifest import CalibrationEntry, Manifest, Records, TargetEntry, TrainingData, device_meta_from_dict
 from hase.predict.metrics import grouped_metrics, score
 from hase.predict.predictor import KEY, PRED_MS, TREE_MEANS, KernelPredictor
@@ -75,6 +75,8 @@ class TrainConfig:
     # of cache, with a kappa fitted on held-out spans (`hase.predict.residency`); false: kappa 0
     calibration_forms: tuple[str, ...] = ("raw", "scale", "per_kernel")  # the forms the choice may take (every
     # form of calibration.FORMS is still scored and reported)
+    calibration_balance: str = "none"  # "size": every half-decade of model latency weighs alike in the calibration's
+    # fit and in its choice (crossval.calibration_weights, RMSPE_BY_SIZE); "none": every model alike
     forest: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
@@ -119,6 +121,9 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
         raise HaseError(f"{path}: [training] tree_mean must be one of {list(TREE_MEANS)}, not {cfg.tree_mean!r}")
     if cfg.choose_on not in CHOOSE_ON:
         raise HaseError(f"{path}: [training] choose_on must be one of {list(CHOOSE_ON)}, not {cfg.choose_on!r}")
+    if cfg.calibration_balance not in BALANCES:
+        raise HaseError(f"{path}: [training] calibration_balance must be one of {list(BALANCES)}, "
+                        f"not {cfg.calibration_balance!r}")
     if cfg.calibrate_on not in ("measured", "predicted"):
         raise HaseError(f"{path}: calibrate_on must be 'measured' or 'predicted', not {cfg.calibrate_on!r}")
     _check_values(cfg, path)
@@ -245,12 +250,13 @@ def _cross_validate(data: dataset.DeviceData, cfg: TrainConfig,
         def make(t: str = target) -> KernelPredictor:
             return cfg.predictor(True, data.peaks, t)
 
-        m, k = crossval.leave_family_out(data, target, make, cfg.calibrate_on, progress, cfg.busy_policy())
+        m, k = crossval.leave_family_out(data, target, make, cfg.calibrate_on, progress, cfg.busy_policy(),
+                                         balance=cfg.calibration_balance)
         if target == "span" and cfg.weight_streaming:
             streaming = crossval.held_out_streaming(data, k)
             if streaming.kappa:
                 m, _ = crossval.leave_family_out(data, target, make, cfg.calibrate_on, progress, cfg.busy_policy(),
-                                                 streaming)
+                                                 streaming, cfg.calibration_balance)
         models.append(m)
         kernels.append(k)
     return (pd.concat(models, ignore_index=True), pd.concat([k for k in kernels if len(k)], ignore_index=True),
@@ -267,7 +273,7 @@ def _final(data: dataset.DeviceData, target: str, cfg: TrainConfig,
                               data.models[dataset.MODEL_ID])  # calibration: models users run, not one-kernel blocks
     sums = crossval.calibration_sums(data, target, pred, ids, cfg.calibrate_on)
     m = data.models.set_index(dataset.MODEL_ID).loc[ids]
-    weight = trust.model_weights(data, cfg.busy_policy(), ids)
+    weight = crossval.calibration_weights(data, cfg.busy_policy(), ids, cfg.calibration_balance)
     cal = fit_calibration(sums, m[dataset.N_KERNELS], m[dataset.MEASURED_MS], form, fitter or "none", weight)
     fit = pd.DataFrame({dataset.FAMILY: m[dataset.FAMILY], "sum_ms": sums, dataset.N_KERNELS: m[dataset.N_KERNELS],
                         dataset.MEASURED_MS: m[dataset.MEASURED_MS], trust.WEIGHT: weight})
@@ -311,16 +317,24 @@ def _choice_set(data: dataset.DeviceData, cfg: TrainConfig, held: pd.DataFrame) 
     of families no zoo generator wrote: exported models, dev-set families), `"real"`: over theirs alone, and
     `"balanced"`: the mean of the real families' RMSPE and the generated families' (101 small zoo models would
     outweigh 74 real ones over all rows, and they track their kernel sums more closely than real graphs do; the
-    real ones alone favour an absolute-error fit that is 27 % off on small models). Too few real models: "all"."""
+    real ones alone favour an absolute-error fit that is 27 % off on small models). Too few real models: "all".
+    Under `calibration_balance = "size"` every RMSPE is `crossval.RMSPE_BY_SIZE`."""
     real = crossval.real_families(data)
     is_real = held[dataset.FAMILY].isin(real)
     n_real = int(data.models[dataset.FAMILY].isin(real).sum())
+
+    def ranked(part: pd.DataFrame) -> pd.DataFrame:
+        scores = crossval.candidate_scores(part)
+        if cfg.calibration_balance == "size":
+            scores["rmspe"] = scores[crossval.RMSPE_BY_SIZE]
+        return scores.sort_values("rmspe").reset_index(drop=True)
+
     if cfg.choose_on == "all" or n_real < cfg.min_real_models:
-        return "all", crossval.candidate_scores(held)
+        return "all", ranked(held)
     if cfg.choose_on == "real" or is_real.all():
-        return "real", crossval.candidate_scores(held[is_real])
+        return "real", ranked(held[is_real])
     key = [crossval.TARGET, crossval.CALIBRATION]
-    both = [crossval.candidate_scores(held[part]).set_index(key)["rmspe"] for part in (is_real, ~is_real)]
+    both = [ranked(held[part]).set_index(key)["rmspe"] for part in (is_real, ~is_real)]
     mean = ((both[0] + both[1]) / 2).rename("rmspe").dropna().reset_index()
     return "balanced", mean.sort_values("rmspe").reset_index(drop=True)
 

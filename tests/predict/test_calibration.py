@@ -5,7 +5,15 @@ import numpy as np
 import pytest
 
 from hase.errors import HaseError
-from hase.predict.calibration import CANDIDATES, FITTERS, FORMS, Calibration, fit_calibration, relative_lstsq
+from hase.predict.calibration import (
+    CANDIDATES,
+    FITTERS,
+    FORMS,
+    Calibration,
+    fit_calibration,
+    relative_lstsq,
+    size_balance,
+)
 
 
 def test_fits_recover_exact_coefficients():
@@ -93,3 +101,26 @@ def test_calibration_entry_round_trip_and_errors():
     assert Calibration.from_dict(size.to_dict()) == size
     with pytest.raises(HaseError, match=r"targets\.warm\.calibration lacks \['fitter', 'gamma'\].*make train"):
         Calibration.from_dict({"form": "scale", "alpha": 1.0, "beta": 0.0}, "targets.warm.calibration")
+
+
+def test_size_balance_gives_every_half_decade_of_latency_the_same_say():
+    """Eight small models and two large ones: each half-decade bin sums to the same weight, the mean stays 1."""
+    ms = np.array([0.2, 0.21, 0.25, 0.3, 0.22, 0.24, 0.28, 0.29, 40.0, 60.0])
+    w = size_balance(ms)
+    assert w.mean() == pytest.approx(1.0)
+    assert w[:8].sum() == pytest.approx(w[8:].sum()) and w[8] == pytest.approx(4 * w[0])
+    assert size_balance([1.0, 2.0, 5.0]) == pytest.approx([0.75, 0.75, 1.5])  # 5 ms opens the next half-decade
+    assert size_balance([np.nan, -1.0, 3.0]) == pytest.approx([0.75, 0.75, 1.5])  # the unusable share a bin
+    assert size_balance([]).size == 0
+
+
+def test_a_size_balanced_fit_follows_the_large_models():
+    """Many small models on one line, a few large ones on another: weighted by size_balance, the scale is the
+    large models' far more than unweighted."""
+    small, large = np.linspace(0.2, 0.9, 30), np.array([20.0, 50.0, 120.0])
+    s = np.concatenate([small, large])
+    y = np.concatenate([1.0 * small, 0.8 * large])
+    n = np.full_like(s, 50.0)
+    plain = fit_calibration(s, n, y, "scale", "relative")
+    balanced = fit_calibration(s, n, y, "scale", "relative", size_balance(y))
+    assert abs(balanced.alpha - 0.8) < abs(plain.alpha - 0.8) / 2

@@ -13,6 +13,8 @@ def test_rmspe_and_within_follow_nn_meter_definitions():
     y, yhat = np.array([1.0, 2.0, 4.0, 10.0]), np.array([1.05, 1.7, 4.0, 11.5])
     assert rmspe(y, yhat) == pytest.approx(np.sqrt(np.mean([0.05**2, 0.15**2, 0, 0.15**2])) * 100)
     assert within(y, yhat, 0.05) == 0.5 and within(y, yhat, 0.10) == 0.5 and within(y, yhat, 0.15) == 1.0
+    weighted = rmspe(y, yhat, [0.0, 0.0, 1.0, 3.0])  # only the last two count, the last three times
+    assert weighted == pytest.approx(np.sqrt((0 + 3 * 0.15**2) / 4) * 100)
     m = metrics(y, yhat)
     assert m["n"] == 4 and m["median_ratio"] == pytest.approx(np.median(yhat / y))
     assert m["rmse_ms"] == pytest.approx(np.sqrt(np.mean((y - yhat) ** 2)))

@@ -5,13 +5,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from tiny_store import TINY_CONFIG, build_tiny_store
 
 from hase.cli import main
 from hase.errors import HaseError
-from hase.predict.crossval import real_families
+from hase.predict.calibration import size_balance
+from hase.predict.crossval import calibration_weights, real_families
 from hase.predict.dataset import load_device_data
 from hase.predict.train import _choice_set, load_train_config, train
 
@@ -92,3 +94,31 @@ def test_the_choice_takes_only_the_configured_calibration_forms(store, config, t
     for bad in (["cubic"], [], "per_kernel"):
         with pytest.raises(HaseError, match="calibration_forms must be a non-empty list"):
             load_train_config(config, calibration_forms=bad)
+
+
+def test_a_size_balanced_calibration_is_fitted_and_chosen_with_every_size_alike(store, config, tmp_path):
+    """`calibration_balance = "size"`: the calibration's fit weights are the trust weights times
+    calibration.size_balance of the measured latencies, and the choice reads RMSPE_BY_SIZE."""
+    data = load_device_data(store, "cpu-1t")
+    cfg = load_train_config(config, calibration_balance="size")
+    ids = list(data.models["model_id"][:6])
+    trust_only = calibration_weights(data, cfg.busy_policy(), ids)
+    balanced = calibration_weights(data, cfg.busy_policy(), ids, "size")
+    measured = data.models.set_index("model_id").loc[ids, "measured_ms"].to_numpy()
+    assert np.allclose(balanced.to_numpy(), trust_only.to_numpy() * size_balance(measured))
+    held = pd.DataFrame({"model_id": list("abcd") * 2, "family": ["convnet", "mlp", "embed", "mlp"] * 2,
+                         "measured_ms": [0.1, 0.11, 0.12, 100.0] * 2, "pred_ms": [0.1, 0.11, 0.12, 120.0,
+                                                                                 0.115, 0.1265, 0.138, 100.0],
+                         "split": ["held_out"] * 8, "target": ["span"] * 8,
+                         "calibration": ["raw"] * 4 + ["scale/ols"] * 4})
+    _, plain = _choice_set(data, load_train_config(config, choose_on="all"), held)
+    _, by_size = _choice_set(data, load_train_config(config, choose_on="all", calibration_balance="size"), held)
+    assert plain["calibration"].iloc[0] == "raw"  # three small models exact, the large one 20 % off: 10 % vs 13 %
+    assert by_size["calibration"].iloc[0] == "scale/ols"  # the large one exact weighs as much as the three
+    result = train(store, tmp_path / "p", cfg, "cpu-1t")
+    assert result.manifest.config["calibration_balance"] == "size"
+    fit = pd.DataFrame(result.manifest.targets["span"].calibration.fit_data)
+    assert np.allclose(fit["weight"], calibration_weights(data, cfg.busy_policy(), list(fit["model_id"]), "size"),
+                       atol=1e-6)
+    with pytest.raises(HaseError, match="calibration_balance must be one of"):
+        load_train_config(config, calibration_balance="latency")
