@@ -211,7 +211,7 @@ def run_threads(args: argparse.Namespace) -> int:
     files = model_files(args.models)
     shapes, free = parse_input_shapes(args.input_shape), parse_free_dims(args.free_dim)
     used = open_predictor(one_device(args.device), args.predictors, args.target)
-    model, which = pick_thread_model(host_fingerprint(), args.thread_model)
+    model, which = pick_thread_model(host_fingerprint(), args.thread_model, bundle=used.bundle)
     results, failed = [], []
     for f in files:
         try:

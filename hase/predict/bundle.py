@@ -55,11 +55,14 @@ from hase.version import __version__
 if TYPE_CHECKING:  # pragma: no cover - pandas loads only to save tables, never to predict
     import pandas as pd
 
+    from hase.predict.threads import ThreadModel
+
 log = logging.getLogger(__name__)
 
 # tables `hase train` stores beside the forests (cross-validation rows, baselines), read by `hase evaluate`
 CV_MODELS_CSV, CV_KERNELS_CSV, BASELINES_CSV = "cv_models.csv", "cv_kernels.csv", "baselines.csv"
 EXTRA_FILES = (CV_MODELS_CSV, CV_KERNELS_CSV, BASELINES_CSV)
+THREADS_FILE = "threads.npz"  # a one-thread predictor's thread model, when its store had a many-thread partner
 NPZ, JSON = ".npz", ".json"  # a target's arrays and structure: <target>.npz, <target>.json
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # no separator, not absolute, not hidden
 _NPZ_ERRORS = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error)  # what np.load raises on bad bytes
@@ -126,6 +129,14 @@ class PredictorBundle:
         """The device configuration the predictor was trained for (ORT's kernel graph is built with it)."""
         return manifest_ep_config(self.manifest)
 
+    def thread_model(self) -> ThreadModel | None:
+        """The thread model trained with this predictor (`hase.predict.store_threads`), or None: it has none."""
+        if self.path is None or THREADS_FILE not in self.manifest.files:
+            return None
+        from hase.predict.threads import load_thread_model  # noqa: PLC0415 - pandas: only `--threads` needs it
+
+        return load_thread_model(self.path / THREADS_FILE)  # its hash was verified with the manifest
+
 
 def manifest_ep_config(manifest: Manifest) -> EPConfig:
     """The device configuration a predictor's manifest describes (`PredictorBundle.ep_config`, known before its
@@ -138,9 +149,9 @@ def manifest_ep_config(manifest: Manifest) -> EPConfig:
 
 
 def save_bundle(out_dir: str | Path, manifest: Manifest, predictors: Mapping[str, KernelPredictor],
-                extra: Mapping[str, pd.DataFrame] | None = None) -> Path:
-    """Write `<target>.npz` and `<target>.json` per predictor, the extra CSV tables (`EXTRA_FILES`) and
-    manifest.json (every file's sha256 and its digest) to `out_dir`.
+                extra: Mapping[str, pd.DataFrame] | None = None, thread_model: ThreadModel | None = None) -> Path:
+    """Write `<target>.npz` and `<target>.json` per predictor, the extra CSV tables (`EXTRA_FILES`), the thread
+    model (THREADS_FILE) when given and manifest.json (every file's sha256 and its digest) to `out_dir`.
 
     Files are written to a temporary directory next to `out_dir`, which then replaces it whole, so
     a reader never sees a half-written predictor.
@@ -162,6 +173,10 @@ def save_bundle(out_dir: str | Path, manifest: Manifest, predictors: Mapping[str
             (tmp / f"{target}{JSON}").write_text(json.dumps(meta, indent=1, sort_keys=True, allow_nan=False) + "\n")
         for name, frame in (extra or {}).items():
             frame.to_csv(tmp / name, index=False, float_format="%.6g")  # 6 digits: half the size of 17, ample for ms
+        if thread_model is not None:
+            from hase.predict.threads import save_thread_model  # noqa: PLC0415 - see thread_model()
+
+            save_thread_model(thread_model, tmp / THREADS_FILE)
         files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir())}
         full = dataclasses.replace(manifest, files=files).to_dict()
         (tmp / MANIFEST).write_text(json.dumps(full, indent=1, sort_keys=True, default=json_default) + "\n")
@@ -239,14 +254,14 @@ def _read_json(path: Path) -> Any:
 def _check_names(mf: Path, manifest: Manifest) -> None:
     """Every file the manifest lists is one a predictor has: `<target>.npz` and `<target>.json` of its own
     targets (both or neither) and the evaluation CSVs; never a path, so nothing outside the directory."""
-    allowed = {*EXTRA_FILES, *(f"{t}{ext}" for t in manifest.targets for ext in (NPZ, JSON))}
+    allowed = {*EXTRA_FILES, THREADS_FILE, *(f"{t}{ext}" for t in manifest.targets for ext in (NPZ, JSON))}
     for name in manifest.files:
         if not _PLAIN_NAME.fullmatch(name) or ".." in name:
             raise HaseError(f"{mf} names {name!r}, a path rather than a file of the predictor directory; "
                             f"refusing it: {RETRAIN}")
         if name not in allowed:
             raise HaseError(f"{mf} names {name!r}, which is no file of a {FORMAT} predictor (<target>{NPZ}, "
-                            f"<target>{JSON}, {', '.join(EXTRA_FILES)}); refusing it: {RETRAIN}")
+                            f"<target>{JSON}, {', '.join([*EXTRA_FILES, THREADS_FILE])}); refusing it: {RETRAIN}")
     half = [t for t in manifest.targets if (f"{t}{NPZ}" in manifest.files) != (f"{t}{JSON}" in manifest.files)]
     if half:
         raise HaseError(f"{mf} lists only one of {NPZ} and {JSON} for target(s) {half}: {RETRAIN}")

@@ -295,6 +295,9 @@ class Manifest:
     signature: Mapping[str, Any] | None = None
     noise: Mapping[str, Any] = field(default_factory=dict)
     adaptation: Mapping[str, Any] = field(default_factory=dict)
+    #: the thread model trained with a one-thread predictor (`hase.predict.store_threads.StoreThreads.describe`,
+    #: its file THREADS_FILE): empty when the store had no many-thread partner, and then left out of the JSON
+    threads: Mapping[str, Any] = field(default_factory=dict)
 
     def target(self, name: str) -> TargetEntry:
         """A target's entry; an unknown target is a HaseError listing those the manifest has."""
@@ -319,7 +322,8 @@ class Manifest:
             body["peaks"] = dict(self.peaks)
         optional = {"host": self.host.to_dict() if self.host is not None else None,
                     "signature": dict(self.signature) if self.signature is not None else None,
-                    "noise": dict(self.noise) or None, "adaptation": dict(self.adaptation) or None}
+                    "noise": dict(self.noise) or None, "adaptation": dict(self.adaptation) or None,
+                    "threads": dict(self.threads) or None}
         body.update({k: v for k, v in optional.items() if v is not None})
         return {**body, DIGEST: manifest_digest(body)}
 
@@ -343,7 +347,8 @@ class Manifest:
             _table(d, "peaks", "") if "peaks" in d else None,
             HostFingerprint.from_dict(_table(d, "host", ""), "predictor manifest 'host'") if "host" in d else None,
             _table(d, "signature", "") if "signature" in d else None,
-            _table(d, "noise", "") if "noise" in d else {}, _table(d, "adaptation", "") if "adaptation" in d else {})
+            _table(d, "noise", "") if "noise" in d else {}, _table(d, "adaptation", "") if "adaptation" in d else {},
+            _table(d, "threads", "") if "threads" in d else {})
 
 
 def manifest_digest(raw: Mapping[str, Any]) -> str:

@@ -3,7 +3,9 @@
 Steps: read the device's measurements; for every target, hold out each model family in turn
 (`hase.predict.crossval`) to score every calibration candidate; pick the default target and each
 target's calibration by held-out RMSPE; fit the final forests on all families; fit the FLOPs
-baselines; write the predictor directory (.npz arrays + JSON per target, CSV tables of the folds, manifest.json).
+baselines; for a one-thread CPU device whose store also holds the host's spans at more threads, fit the thread model
+(`hase.predict.store_threads`); write the predictor directory (.npz arrays + JSON per target, CSV tables of the
+folds, the thread model, manifest.json).
 Every fit drops or down-weights the rows measured on a busy host (or noisy) as `[training] busy` says
 (`hase.predict.trust`); the manifest's `training_data.busy` counts what that did.
 """
@@ -22,7 +24,7 @@ import pandas as pd
 from hase.errors import HaseError
 from hase.files import load_toml
 from hase.measure.types import HostPeaks
-from hase.predict import crossval, dataset, provenance, residency, trust
+from hase.predict import crossval, dataset, provenance, residency, store_threads, trust
 from hase.predict.baselines import baseline_lofo, baseline_scores
 from hase.predict.bundle import (
     BASELINES_CSV,
@@ -75,6 +77,8 @@ class TrainConfig:
     # of cache, with a kappa fitted on held-out spans (`hase.predict.residency`); false: kappa 0
     calibration_forms: tuple[str, ...] = ("raw", "scale", "per_kernel")  # the forms the choice may take (every
     # form of calibration.FORMS is still scored and reported)
+    thread_model: bool = True  # a one-thread device whose store also holds the host's spans at more threads gets
+    # its thread model trained beside its forests (`hase.predict.store_threads`; `hase predict --threads` uses it)
     calibration_balance: str = "none"  # "size": every half-decade of model latency weighs alike in the calibration's
     # fit and in its choice (crossval.calibration_weights, RMSPE_BY_SIZE); "none": every model alike
     forest: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
@@ -224,18 +228,24 @@ def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device
         train_rows.append(crossval.in_sample(data, target, pred, cal))
         entries[target] = _target_entry(target, pred, CalibrationEntry(cal, _records(fit_data)), scores, held,
                                         kernels, train_rows[-1])
+    threads = store_threads.fit_store_threads(store_path, data.device) if cfg.thread_model else None
+    if progress and threads is not None:
+        progress(f"thread model: {threads.kernels} kernels of {threads.models} models at 1 and {threads.threads} "
+                 f"threads ({threads.partner})")
     if progress:
         progress("FLOPs baselines (leave-family-out)")
     baselines = baseline_lofo(data)
     busy = trust.summary(cfg.busy_policy(), trust.model_counts(data, cfg.busy_policy()), counts)
     log.debug("%s: rows measured on a busy host or noisy: %s", data.device, busy)
-    manifest = _manifest(data, store_path, cfg, default_target, entries, baselines, busy)
+    manifest = dataclasses.replace(_manifest(data, store_path, cfg, default_target, entries, baselines, busy),
+                                   threads=threads.describe() if threads is not None else {})
     saved = {t: p for t, p in finals.items() if cfg.save_targets == "all" or t == default_target}
     all_models = pd.concat([held, *train_rows], ignore_index=True).drop(columns=list(crossval.SAVED_WITHOUT))
     if progress:
         progress(f"saving to {Path(out_root) / data.device}")
     out = save_bundle(Path(out_root) / data.device, manifest, saved,
-                      {CV_MODELS_CSV: all_models, CV_KERNELS_CSV: kernels, BASELINES_CSV: baselines})
+                      {CV_MODELS_CSV: all_models, CV_KERNELS_CSV: kernels, BASELINES_CSV: baselines},
+                      threads.model if threads is not None else None)
     return TrainResult(data.device, out, default_target, chosen_on, scores, baseline_scores(baselines),
                        read_manifest(out), time.perf_counter() - t0)  # the manifest as written, verified once
 

@@ -1,0 +1,96 @@
+"""hase.predict.store_threads and `hase train`: a store holding one host's in-model spans at one thread and at two
+gives the one-thread predictor its thread model, saved in the bundle, listed in the manifest and picked by
+`hase predict --threads` on that host."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import pytest
+from conftest import conv_bn_relu_model, embedding_model
+from tiny_store import TINY_CONFIG
+
+from hase.cli import main
+from hase.measure import collect as coll
+from hase.measure.store import Store
+from hase.predict.bundle import THREADS_FILE, load_bundle
+from hase.predict.store_threads import fit_store_threads, partner_device
+from hase.predict.thread_estimate import pick_thread_model
+from hase.runtime.host import host_fingerprint
+
+REAL = Path(__file__).resolve().parents[1] / "data" / "models" / "timm_semnasnet_050_cls10_b1.onnx"
+DEVICES = """
+[model_timing]
+warmup = 1
+min_runs = 3
+max_runs = 10
+min_time_s = 0.0
+max_time_s = 0.1
+[profile]
+warmup = 1
+runs = 3
+[[device]]
+name = "cpu-one"
+ep = "cpu"
+intra_op_threads = 1
+opt_level = "all"
+[[device]]
+name = "cpu-two"
+ep = "cpu"
+intra_op_threads = 2
+opt_level = "all"
+"""
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Spans of four models (two conv nets, an embedding, a real exported MnasNet) at one and at two threads."""
+    root = tmp_path_factory.mktemp("threads_store")
+    (root / "devices.toml").write_text(DEVICES)
+    sources = []
+    for name, family, model in (("conv4", "conv", conv_bn_relu_model(c=4)), ("conv8", "conv", conv_bn_relu_model(c=8)),
+                                ("emb", "embed", embedding_model())):
+        onnx.save(model, root / f"{name}.onnx")
+        sources.append(coll.ModelSource(name, family, root / f"{name}.onnx"))
+    sources.append(coll.ModelSource("semnasnet", "mnasnet", REAL))
+    path = root / "s.sqlite"
+    with Store(path) as s:
+        coll.collect(sources, coll.load_collect_config(root / "devices.toml"), s, spans_only=True)
+    return path
+
+
+@pytest.mark.slow
+def test_the_one_thread_device_pairs_with_the_same_hosts_two_thread_spans(store):
+    assert partner_device(store, "cpu-one") == ("cpu-two", 2)
+    assert partner_device(store, "cpu-two") is None  # not a one-thread configuration
+    assert partner_device(store, "cpu-none") is None
+    fitted = fit_store_threads(store, "cpu-one")
+    assert fitted is not None and fitted.partner == "cpu-two" and fitted.threads == 2
+    assert fitted.models == 4 and fitted.kernels >= 50 and fitted.kernel_speedup > 0
+    assert fitted.model.host == host_fingerprint().digest and fitted.model.threads == (2,)
+    assert fitted.describe()["kernels"] == fitted.kernels
+
+
+@pytest.mark.slow
+def test_train_ships_the_thread_model_and_predict_threads_uses_it(store, tmp_path, capsys):
+    config = tmp_path / "p.toml"
+    config.write_text(TINY_CONFIG.replace('targets = ["warm", "span"]', 'targets = ["span"]'))
+    out = tmp_path / "predictors"
+    assert main(["train", "--store", str(store), "--config", str(config), "--out", str(out),
+                 "--device", "cpu-one"]) == 0
+    bundle = load_bundle(out / "cpu-one")
+    assert THREADS_FILE in bundle.manifest.files
+    entry = bundle.manifest.threads
+    assert entry["partner"] == "cpu-two" and entry["threads"] == 2 and entry["models"] == 4
+    trained = bundle.thread_model()
+    assert trained is not None and trained.threads == (2,)
+    model, which = pick_thread_model(host_fingerprint(), bundle=bundle)
+    assert model.host == trained.host and "trained with predictor 'cpu-one'" in which
+    capsys.readouterr()
+    assert main(["predict", str(REAL), "--predictors", str(out), "--device", "cpu-one", "--threads", "1,2"]) == 0
+    assert "trained with predictor 'cpu-one'" in capsys.readouterr().out
+    config.write_text(config.read_text().replace("[training]", "[training]\nthread_model = false"))
+    assert main(["train", "--store", str(store), "--config", str(config), "--out", str(out),
+                 "--device", "cpu-one"]) == 0
+    plain = load_bundle(out / "cpu-one")
+    assert THREADS_FILE not in plain.manifest.files and not plain.manifest.threads and plain.thread_model() is None
