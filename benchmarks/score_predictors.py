@@ -10,11 +10,13 @@ leave-one-model-out on the same truth.
 Usage:
     python benchmarks/score_predictors.py --models models/dev2/heldout \
         --truth reports/heldout-a/devset.csv reports/heldout-b/devset.csv \
-        --predictor shipped=hase/predictors/cpu-1t --predictor retrained=data/predictors/cpu-1t [--worst 10]
+        --predictor shipped=hase/predictors/cpu-1t --predictor retrained=data/predictors/cpu-1t [--worst 10] \
+        [--agreement]
 
 Prints, per predictor: n, within ±10 % and ±5 %, RMSPE, median error, the largest |error| and how many rows are
 beyond ±25 %; with --worst, the rows off by more than that many percent (not for a frozen held-out part while
-tuning: use --worst 0 there).
+tuning: use --worst 0 there); with --agreement, how far the predictors' predictions lie apart, which needs no truth
+(e.g. several runs of one recipe: how reproducible it is).
 """
 from __future__ import annotations
 
@@ -78,6 +80,15 @@ def summary(rows: pd.DataFrame) -> dict[str, float]:
             "max_abs_pct": float(err.abs().max()), "beyond25": int((err.abs() > 25).sum())}
 
 
+def agreement(preds: pd.DataFrame) -> pd.Series:
+    """How far several predictors' predictions (one column each) of the same rows lie apart: per row the standard
+    deviation of ln(prediction) in % and max/min - 1 in %; their median and p90 over the rows with every column."""
+    logs = np.log(preds.dropna())
+    sd, span = logs.std(axis=1, ddof=1) * 100, (np.exp(logs.max(axis=1) - logs.min(axis=1)) - 1) * 100
+    return pd.Series({"rows": float(len(logs)), "sd_ln_median_pct": sd.median(), "sd_ln_p90_pct": sd.quantile(0.9),
+                      "max_over_min_median_pct": span.median(), "max_over_min_p90_pct": span.quantile(0.9)})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", required=True, type=Path, help="the dev-set folder the runs evaluated")
@@ -86,6 +97,10 @@ def main() -> None:
                     help="a predictor directory to score, named (repeatable)")
     ap.add_argument("--worst", type=float, default=0.0, help="list rows off by more than this many %% (0: none)")
     ap.add_argument("--csv", type=Path, default=None, help="also write every row's predictions here")
+    ap.add_argument("--agreement", action="store_true",
+                    help="also print how far the predictors' predictions of the same rows lie apart (no truth "
+                         "needed): per row the standard deviation of ln(prediction) over the predictors, in %%, "
+                         "and the largest over the smallest; their median and p90 over the rows")
     args = ap.parse_args()
     rows = truth_rows(args.truth)
     print(f"{args.models}: {len(rows)} rows, truth = min over {len(args.truth)} runs "
@@ -108,6 +123,9 @@ def main() -> None:
     pd.set_option("display.width", 200)
     print("\n" + pd.DataFrame(table).round(3).to_string(index=False))
     print("\nbaselines (leave-one-model-out on the same truth):\n" + base.round(3).to_string(index=False))
+    if args.agreement:
+        print("\nagreement between the predictors (same rows, no truth):\n" + agreement(
+            all_rows[[t["predictor"] for t in table]]).round(2).to_string())
     if args.csv is not None:
         all_rows.to_csv(args.csv, index=False)
 
