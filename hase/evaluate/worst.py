@@ -77,7 +77,8 @@ def _store_predictions(data: dataset.DeviceData, kernel_ids: pd.Series, fold: pd
         source, clamped = [FINAL] * len(ids), [str(c) for c in frame[CLAMPED]]
     once = fold.drop_duplicates(dataset.KERNEL_ID)
     held = {str(k): float(v) for k, v in zip(once[dataset.KERNEL_ID], once[PRED_MS], strict=True)}
-    held_clamp = {str(k): str(v) for k, v in zip(once[dataset.KERNEL_ID], once[CLAMPED].fillna(""), strict=True)} \
+    held_clamp = {str(k): str(v) for k, v in zip(once[dataset.KERNEL_ID], once[CLAMPED].astype(object).fillna(""),
+                                                  strict=True)} \
         if CLAMPED in once else {}
     for i, kid in enumerate(ids):
         if kid in held:
