@@ -131,11 +131,17 @@ def relative_lstsq(X: NDArray[np.float64], y: NDArray[np.float64],
 
 def _huber_relative(X: NDArray[np.float64], y: NDArray[np.float64],
                     weight: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
-    """`relative_lstsq` with the Huber loss: a few odd models cannot pull the fit."""
+    """`relative_lstsq` with the Huber loss: a few odd models cannot pull the fit. Where scikit-learn's L-BFGS-B
+    stops abnormally (it raises; seen on a few small models with very unequal weights), the plain relative least
+    squares, with a warning."""
     from sklearn.linear_model import HuberRegressor
 
     model = HuberRegressor(fit_intercept=False, epsilon=1.35, alpha=0.0, max_iter=1000)
-    coef: NDArray[np.float64] = model.fit(X / y[:, None], np.ones_like(y), sample_weight=weight).coef_
+    try:
+        coef: NDArray[np.float64] = model.fit(X / y[:, None], np.ones_like(y), sample_weight=weight).coef_
+    except ValueError as exc:
+        log.warning("Huber calibration fit failed (%s): using relative least squares", str(exc).splitlines()[0])
+        return relative_lstsq(X, y, weight)
     return coef
 
 

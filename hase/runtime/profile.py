@@ -255,6 +255,6 @@ def _fill_node_fields(df: pd.DataFrame) -> pd.DataFrame:
     for col, missing in ((PROVIDER, ""), (NODE_INDEX, -1), (OP_TYPE, "")):
         fill = fence & (df[col] == missing)
         if fill.any():
-            values = df.loc[fill, NODE_NAME].map(kt[col]).fillna(missing)
+            values = df.loc[fill, NODE_NAME].map(kt[col]).astype(object).fillna(missing)
             df.loc[fill, col] = values.astype(df[col].dtype).to_numpy()
     return df

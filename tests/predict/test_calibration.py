@@ -124,3 +124,15 @@ def test_a_size_balanced_fit_follows_the_large_models():
     plain = fit_calibration(s, n, y, "scale", "relative")
     balanced = fit_calibration(s, n, y, "scale", "relative", size_balance(y))
     assert abs(balanced.alpha - 0.8) < abs(plain.alpha - 0.8) / 2
+
+
+def test_a_huber_fit_that_scikit_learn_cannot_finish_falls_back_to_relative_least_squares():
+    """Weights thirteen orders of magnitude apart stop scikit-learn's L-BFGS-B abnormally (it raises); the fit
+    returns the relative least squares instead of failing `hase train`."""
+    s = np.array([50.04728508349599, 74.43533818033656, 17.80495137341842, 38.867866505273476])
+    y = np.array([29.04491411451326, 91.72115700070304, 11.37780057625045, 35.55622214817353])
+    w = np.array([4.4175692046098383e06, 1.0925671657327821e-06, 1.5031644125748901e-07, 1.3341972989765935e-07])
+    huber = fit_calibration(s, np.ones(4), y, "scale", "huber", w)
+    relative = fit_calibration(s, np.ones(4), y, "scale", "relative", w)
+    assert np.isfinite([huber.alpha, huber.beta]).all()
+    assert (huber.alpha, huber.beta) == pytest.approx((relative.alpha, relative.beta), rel=0.05, abs=0.05)
