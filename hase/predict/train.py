@@ -142,6 +142,7 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
 _TRAINING_VALUES: dict[str, tuple[tuple[type, ...], float, float]] = {
     "log_target": ((bool,), 0, 1), "base": ((bool,), 0, 1), "min_samples": ((int,), 1, 1e9),
     "roofline": ((bool,), 0, 1), "clamp": ((bool,), 0, 1), "weight_streaming": ((bool,), 0, 1),
+    "thread_model": ((bool,), 0, 1),
     "band_margin": ((int, float), 1, 1e6),
     "random_state": ((int,), 0, 2**32 - 1), "n_jobs": ((int,), -1, 4096), "cv_tree_scale": ((int, float), 1e-3, 100),
     "tree_scale": ((int, float), 1e-3, 100), "weight_power": ((int, float), 0, 10),

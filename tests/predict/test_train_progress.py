@@ -122,3 +122,5 @@ def test_a_size_balanced_calibration_is_fitted_and_chosen_with_every_size_alike(
                        atol=1e-6)
     with pytest.raises(HaseError, match="calibration_balance must be one of"):
         load_train_config(config, calibration_balance="latency")
+    with pytest.raises(HaseError, match="thread_model"):
+        load_train_config(config, thread_model="yes")
