@@ -1,10 +1,11 @@
-"""File helpers every stage shares: atomic writes (a reader never sees half a file), TOML configs, output
+"""File helpers every stage shares: atomic writes (a reader never sees half a file), files' sha256, TOML configs, output
 paths checked before any work starts, and file-system errors said in one line with the path and the fix."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import secrets
 import shutil
@@ -19,6 +20,16 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """sha256 of a file's bytes, read in 1 MiB chunks: a model's identity in the store and across hosts, a
+    predictor file's in its manifest."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:

@@ -320,6 +320,7 @@ def noise_rows(report: coll.CollectReport) -> list[tuple[str, str]]:
          f"{report.canary_checks} ({report.canary_s:.1f} / {report.canary_wait_s:.1f} / {share:.1%})"),
         ("jobs measured on a busy host (flagged host_busy)", str(len(report.busy_jobs))),
         ("flagged jobs measured again once the host was quiet", str(len(report.remeasured))),
+        ("models timed once more at the end (minimum over passes kept)", str(report.retimed)),
         ("models noisy (block medians over the bound)", str(len(report.noisy_models))),
     ]
 

@@ -22,7 +22,7 @@ from hase.commands.common import (
     titled_table,
 )
 from hase.errors import HaseError
-from hase.files import check_output_file, write_atomic
+from hase.files import check_output_file, file_sha256, write_atomic
 from hase.measure.collect import dir_sources
 from hase.measure.signature import (
     DEFAULT_BUDGET_S,
@@ -37,7 +37,7 @@ from hase.measure.signature import (
 from hase.measure.types import ModelSource
 from hase.predict.bundle import manifest_ep_config, read_manifest
 from hase.predict.locate import find_predictor
-from hase.predict.survey import DEFAULT_DEVICES, DEFAULT_TRANSFER_S, file_sha256, save_survey, survey_host
+from hase.predict.survey import DEFAULT_DEVICES, DEFAULT_TRANSFER_S, save_survey, survey_host
 from hase.runtime.host import host_fingerprint
 from hase.sampler.transfer import transfer_sources
 

@@ -24,7 +24,6 @@ host and the models whose block medians varied more than the noise bound.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import time
@@ -37,6 +36,7 @@ import onnx
 
 from hase import paths
 from hase.errors import HaseError
+from hase.files import file_sha256
 from hase.kernels import graph, split
 from hase.kernels.types import KernelNode
 from hase.measure.canary import Canary, CanaryCheck, canary_timer
@@ -57,6 +57,7 @@ from hase.measure.jobs import (
 )
 from hase.measure.progress import CollectEvent, KernelStarted, ModelStarted, OnProgress
 from hase.measure.remeasure import keep_flagged, record_signature, remeasure_flagged
+from hase.measure.retime import RESERVE_SHARE, retime_models
 from hase.measure.store import Store
 from hase.measure.types import MeasureSettings, ModelSource
 from hase.runtime import sessions
@@ -108,6 +109,8 @@ class CollectReport:
     busy_jobs: list[tuple[str, float]] = field(default_factory=list)
     #: jobs flagged busy and measured again at the end of the run on a quiet host (`hase.measure.remeasure`)
     remeasured: list[str] = field(default_factory=list)
+    #: full models timed once more at the end of the run, the minimum over passes kept (`hase.measure.retime`)
+    retimed: int = 0
     #: `budget_s` given: the run stopped handing out jobs when it ran out (a rerun goes on where it stopped)
     budget_s: float | None = None
     out_of_budget: bool = False
@@ -278,12 +281,16 @@ def collect(sources: Iterable[ModelSource], cfg: CollectConfig, store: Store,
     One collect at a time per store (`Store.writer_lock`): a second one waits, then reuses what the first
     measured. `retry_skips` tries every job recorded as skipped again (skips under other settings are
     retried anyway). `budget_s` stops handing out jobs once that many seconds have passed (the job under way
-    finishes; a rerun goes on), `spans_only` measures full models only (`DeviceRun.spans_only`). Only
-    KeyboardInterrupt, SystemExit and the budget stop the run early; every job committed stays.
+    finishes; a rerun goes on), less `retime.RESERVE_SHARE` of it kept for the models' later timing passes
+    (`MeasureSettings.model_passes`, `hase.measure.retime`) that end each device's run. `spans_only` measures
+    full models only (`DeviceRun.spans_only`). Only KeyboardInterrupt, SystemExit and the budget stop the run
+    early; every job committed stays.
     """
     report = CollectReport(budget_s=budget_s)
     start = time.perf_counter()
-    deadline = None if budget_s is None else start + budget_s
+    end = None if budget_s is None else start + budget_s
+    later_passes = cfg.settings.model_passes > 1
+    deadline = None if budget_s is None else start + budget_s * (1 - RESERVE_SHARE * later_passes)
     sources = list(sources) if len(cfg.devices) > 1 else sources
     for ep in cfg.devices:
         sessions.check_provider(ep)
@@ -302,6 +309,8 @@ def collect(sources: Iterable[ModelSource], cfg: CollectConfig, store: Store,
                 run.record(job, result, watch)
             if not run.out_of_time():
                 remeasure_flagged(run, canary, watch, run_start)
+            if later_passes:
+                retime_models(run, end)
     report.wall_s = time.perf_counter() - start
     return report
 
@@ -386,13 +395,3 @@ def _model_rows(src: ModelSource, model: onnx.ModelProto, kg: graph.KernelGraph,
     kernel_rows = [{"kernel_id": k, "op_type": kn.spec.op_type, "domain": kn.spec.domain,
                     "signature_json": kn.spec.to_json()} for k, kn in uniq.items()]
     return model_row, node_rows, kernel_rows
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file, read in 1 MiB chunks (a model's identity in the store)."""
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-

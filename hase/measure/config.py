@@ -54,7 +54,7 @@ _TABLES: dict[str, dict[str, _Range]] = {
     "model_timing": _TIMING,
     "profile": {"warmup": _Range(int, 0, 1000), "runs": _Range(int, 1, 10_000)},
     "cold": {"sessions": _Range(int, 2, 64), "max_mb": _Range(int, 1, 1 << 20)},
-    "robust": {"blocks": _Range(int, 1, 100), "noise_bound": _Range(float, 0.001, 10)},
+    "robust": {"blocks": _Range(int, 1, 100), "noise_bound": _Range(float, 0.001, 10), "passes": _Range(int, 1, 10)},
     "canary": {"size": _Range(int, 16, 2048), "warmup": _Range(int, 0, 1000), "runs": _Range(int, 1, 10_000),
                "busy_ratio": _Range(float, 1.01, 100), "retries": _Range(int, 0, 100),
                "wait_s": _Range(float, 0, 600), "every_kernels": _Range(int, 1, 1_000_000),
@@ -86,6 +86,7 @@ def load_collect_config(path: str | Path, device_names: list[str] | None = None)
         cold_max_bytes=tables["cold"]["max_mb"] << 20 if "max_mb" in tables["cold"] else defaults.cold_max_bytes,
         model_blocks=tables["robust"].get("blocks", defaults.model_blocks),
         noise_bound=tables["robust"].get("noise_bound", defaults.noise_bound),
+        model_passes=tables["robust"].get("passes", defaults.model_passes),
         canary=dataclasses.replace(CanaryPolicy(), **tables["canary"]),
     )
     devices = _devices(where, raw.get("device", []))

@@ -15,7 +15,10 @@ anything is written, so a foreign or corrupt file is never touched. Versions (`P
 6 — in-model spans joined to the kernel graph by node and output shape (`hase.profiling.names`): ORT names the
     ReorderOutputs anew in each session, so before 6 their spans went by name to other ReorderOutputs of the model;
     the migration drops what was measured of a model with two or more ReorderOutput kernels (its measurement,
-    spans and done-marker, per device), and the next collect measures it again.
+    spans and done-marker, per device), and the next collect measures it again;
+7 — a full model's later timing passes (`hase.measure.retime`): `latency_ms` is the minimum over its passes,
+    `first_latency_ms` the first pass's (the one its spans were profiled with), `n_passes`, and `pass_spread`
+    (largest over smallest pass, less 1); NULL on rows of one pass.
 `migrate` brings any older version to the current one; columns it adds are NULL on rows measured before
 (`hase.predict.dataset` then falls back to `median_ms`).
 """
@@ -27,7 +30,7 @@ from pathlib import Path
 from hase.errors import HaseError
 from hase.runtime.types import DEVICE_META_COLS, HOST, HOST_FP
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 TIMING_COLS = ["median_ms", "p10_ms", "p90_ms", "mean_ms", "min_ms", "n_runs"]
@@ -35,6 +38,8 @@ TIMING_COLS = ["median_ms", "p10_ms", "p90_ms", "mean_ms", "min_ms", "n_runs"]
 ROBUST_COLS = ["latency_ms", "block_spread", "noisy", "n_blocks"]
 #: the canary check before a job: its median, its ratio to the run's quietest check, the host-busy flag
 CANARY_COLS = ["canary_ms", "canary_ratio", "host_busy"]
+#: a full model's later timing passes (`hase.measure.retime`): the first pass's latency, how many, their spread
+PASS_COLS = ["first_latency_ms", "n_passes", "pass_spread"]
 DECOMP_COLS = ["model_run_us", "execute_us", "node_timeline_span_us", "kernel_time_sum_us",
                "node_non_kernel_us", "node_gap_us", "execute_outside_nodes_us",
                "model_run_outside_execute_us", "before_execute_us", "after_execute_us", "node_span_sum_us"]
@@ -53,7 +58,7 @@ SCHEMA: dict[str, tuple[list[str], list[str]]] = {
                     "span_source", "n_runs", *DEVICE_META_COLS, HOST, HOST_FP], ["model_id", "device", "node_name"]),
     "model_measurements": (["model_id", "family", "n_kernel_nodes", "n_memcpy_nodes", "n_cpu_fallback_nodes",
                             "timing_api", *TIMING_COLS, *DECOMP_COLS, "n_profiled_runs", *DEVICE_META_COLS,
-                            "measured_at", *ROBUST_COLS, *CANARY_COLS, HOST, HOST_FP],
+                            "measured_at", *ROBUST_COLS, *CANARY_COLS, HOST, HOST_FP, *PASS_COLS],
                            ["model_id", "device"]),
     "fixed_costs": (["kind", *TIMING_COLS, *DEVICE_META_COLS, "measured_at", HOST, HOST_FP], ["device", "kind"]),
     "skips": (["job", "device", "target", "stage", "reason", "at", "settings_hash"], ["job", "device"]),
@@ -67,10 +72,10 @@ SCHEMA: dict[str, tuple[list[str], list[str]]] = {
 #: measured again (its done-marker gone, its rows kept) replaces all of the device's rows, never adds beside them
 PER_DEVICE_TABLES = ("fixed_costs", "device_peaks")
 REAL_COLS = {*TIMING_COLS, *DECOMP_COLS, "span_ms", "kernel_time_ms", "measured_at", "at", "finished_at",
-             "latency_ms", "block_spread", "canary_ms", "canary_ratio", "value"}
+             "latency_ms", "block_spread", "canary_ms", "canary_ratio", "value", "first_latency_ms", "pass_spread"}
 INT_COLS = {"n_runs", "n_onnx_nodes", "n_kernel_nodes", "n_unique_kernels", "node_idx", "intra_op_threads",
             "inter_op_threads", "n_sessions", "weight_bytes", "n_memcpy_nodes", "n_cpu_fallback_nodes",
-            "n_profiled_runs", "noisy", "n_blocks", "host_busy", "capacity_bytes", "working_set_bytes"}
+            "n_profiled_runs", "noisy", "n_blocks", "n_passes", "host_busy", "capacity_bytes", "working_set_bytes"}
 #: version -> the columns it added, per table (an older store lacks them until `migrate` adds them)
 _ADDED: dict[int, dict[str, list[str]]] = {
     1: {"skips": ["settings_hash"]},
@@ -78,6 +83,7 @@ _ADDED: dict[int, dict[str, list[str]]] = {
     3: {t: [HOST] for t in ("kernel_measurements", "node_spans", "model_measurements", "fixed_costs")},
     5: {t: [HOST_FP] for t in ("kernel_measurements", "node_spans", "model_measurements", "fixed_costs",
                                "device_peaks")},
+    7: {"model_measurements": list(PASS_COLS)},
 }
 #: version -> the tables it added (an older store lacks them until `migrate` creates them; readers find none)
 ADDED_TABLES: dict[int, tuple[str, ...]] = {4: ("device_peaks",), 5: ("hosts", "signatures")}
@@ -180,7 +186,7 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
     3 -> 4 creates the `device_peaks` table (empty: the next collect measures the peaks);
     4 -> 5 adds the `host_fp` column (`_ADDED[5]`, NULL on the rows already there) and creates the `hosts` and
     `signatures` tables (empty); 5 -> 6 drops the model-level rows of models whose ReorderOutput spans went to
-    the wrong nodes (`_drop_misjoined_spans`).
+    the wrong nodes (`_drop_misjoined_spans`); 6 -> 7 adds the pass columns (`_ADDED[7]`, NULL: one pass).
     """
     if version >= SCHEMA_VERSION:
         return

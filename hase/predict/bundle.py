@@ -35,6 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hase.errors import HaseError, first_line
+from hase.files import file_sha256
 from hase.predict import features
 from hase.predict.calibration import Calibration
 from hase.predict.locate import check_not_shipped, find_predictor
@@ -87,13 +88,6 @@ def library_versions() -> dict[str, str]:
             "pandas": version("pandas"), "python": sys.version.split()[0]}
 
 
-def sha256_file(path: Path) -> str:
-    """sha256 of a file, read in chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -177,7 +171,7 @@ def save_bundle(out_dir: str | Path, manifest: Manifest, predictors: Mapping[str
             from hase.predict.threads import save_thread_model  # noqa: PLC0415 - see thread_model()
 
             save_thread_model(thread_model, tmp / THREADS_FILE)
-        files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir())}
+        files = {p.name: file_sha256(p) for p in sorted(tmp.iterdir())}
         full = dataclasses.replace(manifest, files=files).to_dict()
         (tmp / MANIFEST).write_text(json.dumps(full, indent=1, sort_keys=True, default=json_default) + "\n")
         if out.exists():
@@ -281,7 +275,7 @@ def _verify_files(d: Path, files: Mapping[str, str]) -> None:
         f = d / name
         if not f.is_file():
             raise HaseError(f"{d} is incomplete: {name} listed in the manifest is missing; {RETRAIN}")
-        if sha256_file(f) != digest:
+        if file_sha256(f) != digest:
             raise HaseError(f"sha256 of {f} does not match the manifest: the file was changed or damaged after "
                             f"training; refusing it: {RETRAIN}")
 

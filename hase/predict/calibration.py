@@ -4,6 +4,8 @@
     latency = alpha * sum(kernel) + gamma * n_kernels + beta    form "per_kernel"
     latency = (alpha + delta * ln S) * sum(kernel) + gamma * n_kernels + beta    form "size"
               (S: the sum in ms, clipped to the smallest and largest sums the fit saw)
+    latency = alpha * sum(kernel) + gamma_m * n_kernels + beta  form "measured_node"
+              (gamma_m measured, not fitted: `node_term`)
 
 The per-kernel term exists because a standalone kernel run pays a fixed invocation cost that a node
 inside a model does not. The size term lets the scale grow with the model (inside a large model a kernel
@@ -15,6 +17,12 @@ calibration_forms; docs/predictor.md). alpha, beta, gamma, delta are fitted per 
 that wins on held-out families and stores it in the manifest. `size_balance` weights the models so that every
 half-decade of latency has the same say in the fit (the zoo's hundred small models would otherwise decide the
 scale that real models of 10-300 ms are predicted with).
+
+Fitted, gamma trades against alpha: the zoo's calibration models run a median 23 kernels per ms of kernel sum, real
+models about 1, so gamma is pinned where real models never are and six collects of one host fitted alpha 0.88-1.02
+(docs/results.md, "Why the six runs differ"). "measured_node" reads gamma off the store instead: the small models'
+summed measured kernel times less their latency in the same job (the first timing pass), per node; alpha and beta
+are fitted with it.
 """
 from __future__ import annotations
 
@@ -32,11 +40,12 @@ from hase.predict import residency
 
 log = logging.getLogger(__name__)
 
-FORMS = ("raw", "scale", "per_kernel", "size")
+FORMS = ("raw", "scale", "per_kernel", "size", "measured_node")
 FITTERS = ("none", "ols", "relative", "huber")
 CANDIDATES = (("raw", "none"), ("scale", "ols"), ("scale", "relative"), ("scale", "huber"),
               ("per_kernel", "ols"), ("per_kernel", "relative"), ("per_kernel", "huber"),
-              ("size", "ols"), ("size", "relative"), ("size", "huber"))
+              ("size", "ols"), ("size", "relative"), ("size", "huber"),
+              ("measured_node", "ols"), ("measured_node", "relative"), ("measured_node", "huber"))
 COEFFICIENTS = ("alpha", "beta", "gamma", "delta", "sum_lo_ms", "sum_hi_ms", "kappa", "stream_power")
 # absent from manifests written before the size form (delta, sum bounds) and weight streaming (kappa, and its
 # power: a smooth maximum before it was fitted)
@@ -44,6 +53,8 @@ OPTIONAL = {"delta": 0.0, "sum_lo_ms": 1.0, "sum_hi_ms": 1.0, "kappa": 0.0, "str
 STREAMING_KEYS = ("kappa", "stream_power")
 BALANCES = ("none", "size")  # [training] calibration_balance: how the calibration's models share its loss
 BINS_PER_DECADE = 2  # size_balance's bins: half-decades of measured latency
+NODE_SMALL_MS = 2.0  # `node_term` reads the per-node term off models quicker than this (their sums are mostly
+NODE_MIN_MODELS = 3  # per-node costs) or, when fewer than NODE_MIN_MODELS are, off the NODE_MIN_MODELS quickest
 MIN_SHARE = 0.05  # the least share of a kernel sum a calibration leaves: only a model far below the fitted sizes
 # reaches it (standalone `warm` sums overshoot a model up to 13x, so a larger share would cut real predictions)
 
@@ -122,15 +133,18 @@ def _log_size(s: NDArray[np.float64], lo: float, hi: float) -> NDArray[np.float6
 
 
 def relative_lstsq(X: NDArray[np.float64], y: NDArray[np.float64],
-                   weight: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
-    """Coefficients c minimising sum(w * ((X @ c - y) / y)^2): least squares on relative error, what RMSPE
-    measures (w = 1 without `weight`)."""
+                   weight: NDArray[np.float64] | None = None, offset: NDArray[np.float64] | None = None
+                   ) -> NDArray[np.float64]:
+    """Coefficients c minimising sum(w * ((X @ c + offset - y) / y)^2): least squares on relative error, what RMSPE
+    measures (w = 1 without `weight`; offset 0 without `offset`, a known part of each prediction)."""
     root = np.ones_like(y) if weight is None else np.sqrt(weight)
-    return np.asarray(np.linalg.lstsq(X / y[:, None] * root[:, None], root, rcond=None)[0], dtype=np.float64)
+    target = root if offset is None else (1 - offset / y) * root
+    return np.asarray(np.linalg.lstsq(X / y[:, None] * root[:, None], target, rcond=None)[0], dtype=np.float64)
 
 
 def _huber_relative(X: NDArray[np.float64], y: NDArray[np.float64],
-                    weight: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
+                    weight: NDArray[np.float64] | None = None,
+                    offset: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
     """`relative_lstsq` with the Huber loss: a few odd models cannot pull the fit. Where scikit-learn's L-BFGS-B
     stops abnormally (it raises; seen on a few small models with very unequal weights), the plain relative least
     squares, with a warning."""
@@ -138,10 +152,11 @@ def _huber_relative(X: NDArray[np.float64], y: NDArray[np.float64],
 
     model = HuberRegressor(fit_intercept=False, epsilon=1.35, alpha=0.0, max_iter=1000)
     try:
-        coef: NDArray[np.float64] = model.fit(X / y[:, None], np.ones_like(y), sample_weight=weight).coef_
+        target = np.ones_like(y) if offset is None else 1 - offset / y
+        coef: NDArray[np.float64] = model.fit(X / y[:, None], target, sample_weight=weight).coef_
     except ValueError as exc:
         log.warning("Huber calibration fit failed (%s): using relative least squares", str(exc).splitlines()[0])
-        return relative_lstsq(X, y, weight)
+        return relative_lstsq(X, y, weight, offset)
     return coef
 
 
@@ -158,22 +173,41 @@ def size_balance(measured_ms: ArrayLike, bins_per_decade: int = BINS_PER_DECADE)
     return np.asarray(w / w.mean() if len(w) else w, np.float64)
 
 
+def node_term(sum_ms: ArrayLike, n_kernels: ArrayLike, first_ms: ArrayLike) -> float:
+    """The per-node term of "measured_node" (ms per kernel): minus the median over the small models (under
+    NODE_SMALL_MS, or the NODE_MIN_MODELS quickest) of (measured kernel sum - latency) / kernels, the latency of
+    the same job as the kernel times (a model's first timing pass); NaN without a usable model."""
+    s, n, y = (np.asarray(a, np.float64) for a in (sum_ms, n_kernels, first_ms))
+    ok = np.isfinite(s) & np.isfinite(y) & (y > 0) & (n > 0)
+    s, n, y = s[ok], n[ok], y[ok]
+    if not len(y):
+        return float("nan")
+    small = np.flatnonzero(y < NODE_SMALL_MS)
+    if len(small) < NODE_MIN_MODELS:
+        small = np.argsort(y)[:NODE_MIN_MODELS]
+    return -float(np.median(((s - y) / n)[small]))
+
+
 def _design(sum_ms: NDArray[np.float64], n_kernels: NDArray[np.float64], form: str) -> NDArray[np.float64]:
-    cols = [sum_ms, np.ones_like(sum_ms)] if form == "scale" else [sum_ms, np.ones_like(sum_ms), n_kernels]
+    if form in ("scale", "measured_node"):
+        return np.column_stack([sum_ms, np.ones_like(sum_ms)])
+    cols = [sum_ms, np.ones_like(sum_ms), n_kernels]
     if form == "size":
         cols.append(sum_ms * np.log(sum_ms))
     return np.column_stack(cols)
 
 
 def fit_calibration(sum_ms: ArrayLike, n_kernels: ArrayLike, measured_ms: ArrayLike,
-                    form: str = "scale", fitter: str = "relative", weight: ArrayLike | None = None) -> Calibration:
+                    form: str = "scale", fitter: str = "relative", weight: ArrayLike | None = None,
+                    node_ms: float | None = None) -> Calibration:
     """Fit a calibration form on models' kernel sums against their measured latency.
 
     ols minimises squared ms (large models dominate); relative minimises squared relative error
     (what RMSPE measures); huber is relative with the robust Huber loss (a few odd models cannot
     pull the fit). `weight` (one per model, > 0; all 1 when None) scales each model's share of the loss:
-    training gives models measured on a busy host less (`hase.predict.trust`). Fewer models than
-    coefficients + 1 falls back to `raw`.
+    training gives models measured on a busy host less (`hase.predict.trust`). `node_ms` is the measured per-node
+    term the "measured_node" form needs (`node_term`); without a finite one that form falls back to "scale".
+    Fewer models than coefficients + 1 falls back to `raw`.
     """
     if form not in FORMS or fitter not in FITTERS:
         raise HaseError(f"unknown calibration {form}/{fitter}: forms {list(FORMS)}, fitters {list(FITTERS)}")
@@ -185,6 +219,12 @@ def fit_calibration(sum_ms: ArrayLike, n_kernels: ArrayLike, measured_ms: ArrayL
     s, n, y, w = s[ok], n[ok], y[ok], w[ok]
     if form == "raw" or fitter == "none":
         return Calibration()
+    gamma_m = None
+    if form == "measured_node":
+        gamma_m = node_ms if node_ms is not None and np.isfinite(node_ms) else 0.0
+        if gamma_m == 0.0 and node_ms != 0.0:
+            log.warning("no measured per-node term for the measured_node calibration: it fits as scale")
+    offset = None if gamma_m is None else gamma_m * n
     X = _design(s, n, form)
     if len(y) < X.shape[1] + 1:
         log.warning("only %d models to fit a %s calibration: using the raw sum", len(y), form)
@@ -192,12 +232,12 @@ def fit_calibration(sum_ms: ArrayLike, n_kernels: ArrayLike, measured_ms: ArrayL
     unweighted = weight is None or bool(np.all(w == 1.0))
     if fitter == "ols":
         root = np.sqrt(w)
-        coef = np.linalg.lstsq(X * root[:, None], y * root, rcond=None)[0]
+        coef = np.linalg.lstsq(X * root[:, None], (y if offset is None else y - offset) * root, rcond=None)[0]
     elif fitter == "relative":
-        coef = relative_lstsq(X, y, None if unweighted else w)
+        coef = relative_lstsq(X, y, None if unweighted else w, offset)
     else:
-        coef = _huber_relative(X, y, None if unweighted else w)
-    gamma = float(coef[2]) if form in ("per_kernel", "size") else 0.0
+        coef = _huber_relative(X, y, None if unweighted else w, offset)
+    gamma = float(coef[2]) if form in ("per_kernel", "size") else gamma_m or 0.0
     if form == "size":
         return Calibration(form, fitter, float(coef[0]), float(coef[1]), gamma, float(coef[3]), float(s.min()),
                            float(s.max()))

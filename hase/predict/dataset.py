@@ -8,11 +8,14 @@ Column names of these tables are the constants below (the one place they are def
             OP_TYPE, SPAN_MS, KERNEL_TIME_MS (in-model, median over profiled runs)
 - models:   one row per measured model: MODEL_ID, FAMILY, MEASURED_MS, N_KERNELS, NOISY (block medians over
             the noise bound), HOST_BUSY (the canary found the host busy before the model's runs; False where
-            not recorded), so evaluation can count them and training drop or down-weight them (`hase.predict.trust`)
+            not recorded), so evaluation can count them and training drop or down-weight them (`hase.predict.trust`),
+            FIRST_MS (the latency of the model's first timing pass, the one its spans were profiled beside;
+            MEASURED_MS where the model had one pass)
 
 MEASURED_MS, the ground truth training calibrates against and evaluation compares to, is the robust
-session.run latency (`latency_ms`: the minimum of block medians, `hase.runtime.robust`); rows measured before
-store version 2 have none, and fall back to the median over all runs (`median_ms`).
+session.run latency (`latency_ms`: the minimum of block medians, `hase.runtime.robust`, and over the model's
+timing passes minutes apart, `hase.measure.retime`); rows measured before store version 2 have none, and fall back
+to the median over all runs (`median_ms`).
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ from hase.runtime.types import DEVICE_META_COLS
 KERNEL_ID, OP_TYPE, SIGNATURE = "kernel_id", "op_type", "signature_json"
 WARM_MS, COLD_MS, SPAN_MS, KERNEL_TIME_MS = "warm_ms", "cold_ms", "span_ms", "kernel_time_ms"
 MODEL_ID, FAMILY, NODE_IDX, NODE_NAME = "model_id", "family", "node_idx", "node_name"
-MEASURED_MS, N_KERNELS = "measured_ms", "n_kernels"
+MEASURED_MS, N_KERNELS, FIRST_MS = "measured_ms", "n_kernels", "first_measured_ms"
 NOISY, HOST_BUSY = "noisy", "host_busy"
 
 TARGETS = ("warm", "cold", "span")
@@ -98,7 +101,9 @@ def load_device_data(store_path: str | Path, device: str | None = None) -> Devic
         peaks = peaks_from_rows(device, store.table("device_peaks").to_dict("records"))
     measured = mm["latency_ms"].fillna(mm["median_ms"]) if "latency_ms" in mm else mm["median_ms"]
     flags = {c: mm[c].fillna(0).astype(bool) if c in mm else False for c in (NOISY, HOST_BUSY)}
-    models = pd.DataFrame({MODEL_ID: mm["model_id"], FAMILY: mm["family"], MEASURED_MS: measured, **flags})
+    first = mm["first_latency_ms"].fillna(measured) if "first_latency_ms" in mm else measured
+    models = pd.DataFrame({MODEL_ID: mm["model_id"], FAMILY: mm["family"], MEASURED_MS: measured, **flags,
+                           FIRST_MS: first})
     models = models.merge(nodes.groupby(MODEL_ID).size().rename(N_KERNELS), on=MODEL_ID, how="inner")
     specs = {k: KernelSpec.from_json(s) for k, s in zip(kernels[KERNEL_ID], kernels[SIGNATURE], strict=True)}
     if models.empty:

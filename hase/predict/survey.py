@@ -13,7 +13,6 @@ The file is gzip'd JSON (`FORMAT`), written atomically; `load_survey` checks it 
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import math
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hase.errors import HaseError
-from hase.files import write_atomic
+from hase.files import file_sha256, write_atomic
 from hase.kernels import graph, split
 from hase.kernels.types import KernelSpec
 from hase.measure.model import time_model
@@ -124,13 +123,6 @@ class Survey:
         return self.devices[name]
 
 
-def file_sha256(path: str | Path) -> str:
-    """sha256 of a file's bytes (models are the same model on every host when their bytes are)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def survey_host(devices: Sequence[str], transfer: Sequence[ModelSource], real: Sequence[ModelSource], *,

@@ -285,7 +285,8 @@ def _final(data: dataset.DeviceData, target: str, cfg: TrainConfig,
     sums = crossval.calibration_sums(data, target, pred, ids, cfg.calibrate_on)
     m = data.models.set_index(dataset.MODEL_ID).loc[ids]
     weight = crossval.calibration_weights(data, cfg.busy_policy(), ids, cfg.calibration_balance)
-    cal = fit_calibration(sums, m[dataset.N_KERNELS], m[dataset.MEASURED_MS], form, fitter or "none", weight)
+    cal = fit_calibration(sums, m[dataset.N_KERNELS], m[dataset.MEASURED_MS], form, fitter or "none", weight,
+                          crossval.measured_node_term(data, target, ids))
     fit = pd.DataFrame({dataset.FAMILY: m[dataset.FAMILY], "sum_ms": sums, dataset.N_KERNELS: m[dataset.N_KERNELS],
                         dataset.MEASURED_MS: m[dataset.MEASURED_MS], trust.WEIGHT: weight})
     fit["fitted_ms"] = cal.apply(fit["sum_ms"], fit[dataset.N_KERNELS])

@@ -11,6 +11,7 @@ from conftest import conv_bn_relu_model
 from hase.kernels import graph, split
 from hase.kernels.types import KernelNode
 from hase.measure.model import measure_model, time_model
+from hase.measure.schema import PASS_COLS
 from hase.measure.store import CANARY_COLS, DECOMP_COLS, SCHEMA, Store
 from hase.measure.types import MeasureSettings, ModelSource
 from hase.runtime.types import DEVICE_META_COLS, EPConfig, TimingPolicy
@@ -34,8 +35,8 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[KernelNode]
 
 def test_model_row_has_the_documented_columns(measured):
     nodes, row, _ = measured
-    # profiled_s: collect's time budget; the canary's columns: collect adds them
-    assert set(row) == (set(SCHEMA["model_measurements"][0]) - set(CANARY_COLS)) | {"profiled_s"}
+    # profiled_s: collect's time budget; the canary's and later passes' columns: collect adds them
+    assert set(row) == (set(SCHEMA["model_measurements"][0]) - set(CANARY_COLS) - set(PASS_COLS)) | {"profiled_s"}
     assert (row["model_id"], row["family"], row["timing_api"]) == ("conv", "convnets", "session.run")
     assert row["n_kernel_nodes"] == len(nodes) and row["n_profiled_runs"] == 3
     assert row["n_blocks"] == SETTINGS.model_blocks

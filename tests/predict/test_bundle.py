@@ -16,6 +16,7 @@ from test_manifest import sample_manifest
 
 from hase import paths
 from hase.errors import HaseError
+from hase.files import file_sha256
 from hase.kernels.types import KernelSpec, TensorSpec
 from hase.predict.bundle import (
     CV_MODELS_CSV,
@@ -26,7 +27,6 @@ from hase.predict.bundle import (
     read_manifest,
     save_bundle,
     schema_sha,
-    sha256_file,
 )
 from hase.predict.calibration import Calibration
 from hase.predict.manifest import DIGEST, MANIFEST, PICKLE_FORMAT, Manifest, manifest_digest
@@ -66,7 +66,7 @@ def rewrite_manifest(d: Path, edit: Callable[[dict[str, Any]], None], sign: bool
 def list_file(d: Path, name: str) -> Callable[[dict[str, Any]], None]:
     """An edit that lists `name` in the manifest with the sha256 of the file now there."""
     def edit(raw: dict[str, Any]) -> None:
-        raw["files"][name] = sha256_file(d / name)
+        raw["files"][name] = file_sha256(d / name)
     return edit
 
 
@@ -114,7 +114,7 @@ def test_save_load_round_trip_predicts_identically(fitted, tmp_path):
 def test_saving_is_reproducible_and_refuses_what_loading_would(fitted, tmp_path):
     a = save_bundle(tmp_path / "a", current_manifest(), {"warm": fitted[0]})
     b = save_bundle(tmp_path / "b", current_manifest(), {"warm": fitted[0]})
-    assert all(sha256_file(a / n) == sha256_file(b / n) for n in ("warm.npz", "warm.json", MANIFEST))
+    assert all(file_sha256(a / n) == file_sha256(b / n) for n in ("warm.npz", "warm.json", MANIFEST))
     with pytest.raises(ValueError, match="no target of the manifest"):
         save_bundle(tmp_path / "c", current_manifest(), {"cold": fitted[0]})
     with pytest.raises(ValueError, match="holds only"):
@@ -220,7 +220,7 @@ def test_a_malicious_array_file_with_a_matching_manifest_runs_no_code(fitted, tm
     canary = tmp_path / "canary"
     plant(d, canary)
     rewrite_manifest(d, list_file(d, "warm.npz"))  # every hash matches: only the loader stands in the way
-    assert read_manifest(d).files["warm.npz"] == sha256_file(d / "warm.npz")
+    assert read_manifest(d).files["warm.npz"] == file_sha256(d / "warm.npz")
     with pytest.raises(HaseError, match=r"warm\.npz holds pickled objects, which Hase never loads") as exc:
         load_bundle(d)
     one_line_error(exc)
@@ -238,7 +238,7 @@ def test_pickle_files_are_never_loaded(fitted, tmp_path):
     one_line_error(exc)
 
     def old_format(raw: dict[str, Any]) -> None:  # what every manifest of Hase before the .npz files said
-        raw.update(format=PICKLE_FORMAT, files={"warm.joblib": sha256_file(d / "warm.joblib")})
+        raw.update(format=PICKLE_FORMAT, files={"warm.joblib": file_sha256(d / "warm.joblib")})
         raw.pop(DIGEST)
     rewrite_manifest(d, old_format, sign=False)
     with pytest.raises(HaseError, match=r"old hase-predictor/1 predictor of pickle files.*no longer loads") as exc:
@@ -253,7 +253,7 @@ def test_pickle_files_are_never_loaded(fitted, tmp_path):
                                   "warm.npz/../../outside.npz", "C:\\outside.npz", ".hidden.csv", "warm.npz\0"])
 def test_names_outside_the_directory_are_refused(fitted, tmp_path, name):
     d = save_bundle(tmp_path / "p" / "cpu-1t", current_manifest(), {"warm": fitted[0]})
-    rewrite_manifest(d, lambda raw: raw["files"].update({name: sha256_file(d / "warm.npz")}))
+    rewrite_manifest(d, lambda raw: raw["files"].update({name: file_sha256(d / "warm.npz")}))
     with pytest.raises(HaseError, match="a path rather than a file of the predictor directory") as exc:
         read_manifest(d)
     one_line_error(exc)
@@ -262,7 +262,7 @@ def test_names_outside_the_directory_are_refused(fitted, tmp_path, name):
 def test_unexpected_names_and_targets_that_are_paths_are_refused(fitted, tmp_path):
     d = save_bundle(tmp_path / "p" / "cpu-1t", current_manifest(), {"warm": fitted[0]})
     for name in ("notes.txt", MANIFEST, "cold.npz", "warm.npy"):
-        rewrite_manifest(d, lambda raw, n=name: raw["files"].update({n: sha256_file(d / "warm.npz")}))
+        rewrite_manifest(d, lambda raw, n=name: raw["files"].update({n: file_sha256(d / "warm.npz")}))
         with pytest.raises(HaseError, match=f"names '{name}', which is no file of a hase-predictor/2"):
             read_manifest(d)
         rewrite_manifest(d, lambda raw, n=name: raw["files"].pop(n))

@@ -11,6 +11,7 @@ from hase.predict.calibration import (
     FORMS,
     Calibration,
     fit_calibration,
+    node_term,
     relative_lstsq,
     size_balance,
 )
@@ -71,7 +72,24 @@ def test_raw_and_degenerate_calibrations():
     with pytest.raises(HaseError, match="unknown calibration"):
         fit_calibration([1.0], [1], [1.0], "cubic", "ols")
     assert {f for f, _ in CANDIDATES} == set(FORMS) and {f for _, f in CANDIDATES} == set(FITTERS)
-    assert len(CANDIDATES) == 10
+    assert len(CANDIDATES) == 13
+
+
+def test_measured_node_form_keeps_the_measured_term_and_fits_the_scale():
+    rng = np.random.default_rng(2)
+    s, n = rng.uniform(0.05, 100, 60), rng.integers(2, 300, 60).astype(float)
+    y = 0.93 * s - 0.006 * n + 0.04
+    first = s - 0.006 * n  # the same job: the kernel sum less 6 us a node
+    gamma = node_term(s, n, first)
+    assert gamma == pytest.approx(-0.006)
+    for fitter in ("ols", "relative", "huber"):
+        c = fit_calibration(s, n, y, "measured_node", fitter, node_ms=gamma)
+        assert (c.name, c.gamma) == (f"measured_node/{fitter}", gamma)
+        assert (c.alpha, c.beta) == (pytest.approx(0.93, rel=1e-3), pytest.approx(0.04, abs=1e-3))
+    assert fit_calibration(s, n, y, "measured_node", "relative").gamma == 0.0  # no term: a plain scale
+    assert np.isnan(node_term([1.0], [2], [np.nan]))
+    big = node_term([10.0, 20.0, 30.0, 40.0], [10, 10, 10, 10], [9.0, 18.0, 28.0, 30.0])  # none under 2 ms
+    assert big == pytest.approx(-0.2)  # the three quickest: -median(0.1, 0.2, 0.2)
 
 
 def test_size_form_recovers_a_scale_that_grows_with_the_model_and_stays_flat_outside_its_fit():
