@@ -64,7 +64,7 @@ def retime_models(run: DeviceRun, deadline: float | None = None) -> int:
         except Exception as exc:
             log.warning("%s: a later timing pass failed (%s); its first pass stays", model_id, exc)
             continue
-        done += run.store.record_pass(model_id, run.ep.name, timing.latency_ms)
+        done += run.store.record_pass(model_id, run.ep.name, timing.latency_ms, timing.min_ms)
     if done or len(due):
         log.info("%s: %d of %d model(s) timed once more (the minimum over passes kept)", run.ep.name, done, len(due))
     run.report.retimed += done

@@ -303,16 +303,19 @@ class Store:
                     self.conn.execute(f"DELETE FROM {table} WHERE {where}", [_plain(r.get(c)) for c in pk])
                 self.insert(table, table_rows)
 
-    def record_pass(self, model_id: str, device: str, latency_ms: float) -> bool:
+    def record_pass(self, model_id: str, device: str, latency_ms: float, min_ms: float) -> bool:
         """Add a later timing pass of a full model (`hase.measure.retime`): `latency_ms` becomes the minimum over its
         passes, `first_latency_ms` keeps the first's, `n_passes` counts them and `pass_spread` is the largest over
-        the smallest, less 1. False when the store has no robust latency of that model and device."""
+        the smallest, less 1; `min_ms` the quickest run of all passes. False when the store has no robust latency of
+        that model and device."""
         with self.transaction():
             cur = self.conn.execute(
                 "UPDATE model_measurements SET first_latency_ms = COALESCE(first_latency_ms, latency_ms), "
                 "pass_spread = MAX(latency_ms * (1 + COALESCE(pass_spread, 0)), ?1) / MIN(latency_ms, ?1) - 1, "
-                "latency_ms = MIN(latency_ms, ?1), n_passes = COALESCE(n_passes, 1) + 1 "
-                "WHERE model_id = ?2 AND device = ?3 AND latency_ms > 0", (float(latency_ms), model_id, device))
+                "latency_ms = MIN(latency_ms, ?1), n_passes = COALESCE(n_passes, 1) + 1, "
+                "min_ms = MIN(COALESCE(min_ms, ?4), ?4) "
+                "WHERE model_id = ?2 AND device = ?3 AND latency_ms > 0",
+                (float(latency_ms), model_id, device, float(min_ms)))
         return cur.rowcount > 0
 
     def record_skip(self, job: str, device: str, target: str, stage: str, reason: str,

@@ -4,8 +4,8 @@
     latency = alpha * sum(kernel) + gamma * n_kernels + beta    form "per_kernel"
     latency = (alpha + delta * ln S) * sum(kernel) + gamma * n_kernels + beta    form "size"
               (S: the sum in ms, clipped to the smallest and largest sums the fit saw)
-    latency = alpha * sum(kernel) + gamma_m * n_kernels + beta  form "measured_node"
-              (gamma_m measured, not fitted: `node_term`)
+    latency = alpha * sum(kernel) + gamma * n_kernels + beta    form "large"
+              (gamma read off the small models, `node_term`; alpha, beta fitted on the large ones alone)
 
 The per-kernel term exists because a standalone kernel run pays a fixed invocation cost that a node
 inside a model does not. The size term lets the scale grow with the model (inside a large model a kernel
@@ -18,11 +18,12 @@ that wins on held-out families and stores it in the manifest. `size_balance` wei
 half-decade of latency has the same say in the fit (the zoo's hundred small models would otherwise decide the
 scale that real models of 10-300 ms are predicted with).
 
-Fitted, gamma trades against alpha: the zoo's calibration models run a median 23 kernels per ms of kernel sum, real
-models about 1, so gamma is pinned where real models never are and six collects of one host fitted alpha 0.88-1.02
-(docs/results.md, "Why the six runs differ"). "measured_node" reads gamma off the store instead: the small models'
-summed measured kernel times less their latency in the same job (the first timing pass), per node; alpha and beta
-are fitted with it.
+Fitted together, gamma trades against alpha: the zoo's calibration models run a median 23 kernels per ms of kernel
+sum, real models about 1, so gamma is pinned where real models never are, and eight collects of one host fitted
+alpha 0.85-1.02 from measurements that agreed within a few per cent (docs/results.md, "Why the six runs differ").
+"large" splits the two: gamma is the median per-node excess of the small models (under NODE_SMALL_MS, where the
+per-node cost is most of the latency), alpha and beta are fitted with it on the models of LARGE_MS and more of
+kernel sum (real models' size and kernels-per-ms), which a real model's prediction depends on.
 """
 from __future__ import annotations
 
@@ -40,12 +41,12 @@ from hase.predict import residency
 
 log = logging.getLogger(__name__)
 
-FORMS = ("raw", "scale", "per_kernel", "size", "measured_node")
+FORMS = ("raw", "scale", "per_kernel", "size", "large")
 FITTERS = ("none", "ols", "relative", "huber")
 CANDIDATES = (("raw", "none"), ("scale", "ols"), ("scale", "relative"), ("scale", "huber"),
               ("per_kernel", "ols"), ("per_kernel", "relative"), ("per_kernel", "huber"),
               ("size", "ols"), ("size", "relative"), ("size", "huber"),
-              ("measured_node", "ols"), ("measured_node", "relative"), ("measured_node", "huber"))
+              ("large", "ols"), ("large", "relative"), ("large", "huber"))
 COEFFICIENTS = ("alpha", "beta", "gamma", "delta", "sum_lo_ms", "sum_hi_ms", "kappa", "stream_power")
 # absent from manifests written before the size form (delta, sum bounds) and weight streaming (kappa, and its
 # power: a smooth maximum before it was fitted)
@@ -55,6 +56,8 @@ BALANCES = ("none", "size")  # [training] calibration_balance: how the calibrati
 BINS_PER_DECADE = 2  # size_balance's bins: half-decades of measured latency
 NODE_SMALL_MS = 2.0  # `node_term` reads the per-node term off models quicker than this (their sums are mostly
 NODE_MIN_MODELS = 3  # per-node costs) or, when fewer than NODE_MIN_MODELS are, off the NODE_MIN_MODELS quickest
+LARGE_MS = 5.0  # the "large" form fits alpha, beta on the models of this kernel sum (ms) and more, or, when fewer
+LARGE_MIN_MODELS = 8  # than LARGE_MIN_MODELS are, on the LARGE_MIN_MODELS largest
 MIN_SHARE = 0.05  # the least share of a kernel sum a calibration leaves: only a model far below the fitted sizes
 # reaches it (standalone `warm` sums overshoot a model up to 13x, so a larger share would cut real predictions)
 
@@ -173,11 +176,10 @@ def size_balance(measured_ms: ArrayLike, bins_per_decade: int = BINS_PER_DECADE)
     return np.asarray(w / w.mean() if len(w) else w, np.float64)
 
 
-def node_term(sum_ms: ArrayLike, n_kernels: ArrayLike, first_ms: ArrayLike) -> float:
-    """The per-node term of "measured_node" (ms per kernel): minus the median over the small models (under
-    NODE_SMALL_MS, or the NODE_MIN_MODELS quickest) of (measured kernel sum - latency) / kernels, the latency of
-    the same job as the kernel times (a model's first timing pass); NaN without a usable model."""
-    s, n, y = (np.asarray(a, np.float64) for a in (sum_ms, n_kernels, first_ms))
+def node_term(sum_ms: ArrayLike, n_kernels: ArrayLike, measured_ms: ArrayLike) -> float:
+    """The "large" form's per-node term (ms per kernel): minus the median over the small models (measured under
+    NODE_SMALL_MS, or the NODE_MIN_MODELS quickest) of (kernel sum - latency) / kernels; NaN without a model."""
+    s, n, y = (np.asarray(a, np.float64) for a in (sum_ms, n_kernels, measured_ms))
     ok = np.isfinite(s) & np.isfinite(y) & (y > 0) & (n > 0)
     s, n, y = s[ok], n[ok], y[ok]
     if not len(y):
@@ -188,8 +190,15 @@ def node_term(sum_ms: ArrayLike, n_kernels: ArrayLike, first_ms: ArrayLike) -> f
     return -float(np.median(((s - y) / n)[small]))
 
 
+def large_rows(sum_ms: NDArray[np.float64]) -> NDArray[np.intp]:
+    """The rows the "large" form fits alpha and beta on: kernel sums of LARGE_MS and more, or the LARGE_MIN_MODELS
+    largest when fewer are."""
+    rows = np.flatnonzero(sum_ms >= LARGE_MS)
+    return rows if len(rows) >= LARGE_MIN_MODELS else np.argsort(sum_ms)[::-1][:LARGE_MIN_MODELS]
+
+
 def _design(sum_ms: NDArray[np.float64], n_kernels: NDArray[np.float64], form: str) -> NDArray[np.float64]:
-    if form in ("scale", "measured_node"):
+    if form in ("scale", "large"):
         return np.column_stack([sum_ms, np.ones_like(sum_ms)])
     cols = [sum_ms, np.ones_like(sum_ms), n_kernels]
     if form == "size":
@@ -198,16 +207,15 @@ def _design(sum_ms: NDArray[np.float64], n_kernels: NDArray[np.float64], form: s
 
 
 def fit_calibration(sum_ms: ArrayLike, n_kernels: ArrayLike, measured_ms: ArrayLike,
-                    form: str = "scale", fitter: str = "relative", weight: ArrayLike | None = None,
-                    node_ms: float | None = None) -> Calibration:
+                    form: str = "scale", fitter: str = "relative", weight: ArrayLike | None = None) -> Calibration:
     """Fit a calibration form on models' kernel sums against their measured latency.
 
     ols minimises squared ms (large models dominate); relative minimises squared relative error
     (what RMSPE measures); huber is relative with the robust Huber loss (a few odd models cannot
     pull the fit). `weight` (one per model, > 0; all 1 when None) scales each model's share of the loss:
-    training gives models measured on a busy host less (`hase.predict.trust`). `node_ms` is the measured per-node
-    term the "measured_node" form needs (`node_term`); without a finite one that form falls back to "scale".
-    Fewer models than coefficients + 1 falls back to `raw`.
+    training gives models measured on a busy host less (`hase.predict.trust`). "large" reads gamma off the small
+    models (`node_term`) and fits alpha, beta on the large ones (`large_rows`). Fewer models than coefficients + 1
+    falls back to `raw`.
     """
     if form not in FORMS or fitter not in FITTERS:
         raise HaseError(f"unknown calibration {form}/{fitter}: forms {list(FORMS)}, fitters {list(FITTERS)}")
@@ -220,10 +228,10 @@ def fit_calibration(sum_ms: ArrayLike, n_kernels: ArrayLike, measured_ms: ArrayL
     if form == "raw" or fitter == "none":
         return Calibration()
     gamma_m = None
-    if form == "measured_node":
-        gamma_m = node_ms if node_ms is not None and np.isfinite(node_ms) else 0.0
-        if gamma_m == 0.0 and node_ms != 0.0:
-            log.warning("no measured per-node term for the measured_node calibration: it fits as scale")
+    if form == "large":
+        gamma_m = node_term(s, n, y)
+        rows = large_rows(s)
+        s, n, y, w = s[rows], n[rows], y[rows], w[rows]
     offset = None if gamma_m is None else gamma_m * n
     X = _design(s, n, form)
     if len(y) < X.shape[1] + 1:

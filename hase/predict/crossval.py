@@ -21,7 +21,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from hase.predict import dataset, residency
-from hase.predict.calibration import BALANCES, CANDIDATES, Calibration, fit_calibration, node_term, size_balance
+from hase.predict.calibration import BALANCES, CANDIDATES, Calibration, fit_calibration, size_balance
 from hase.predict.metrics import grouped_metrics, rmspe
 from hase.predict.predictor import KEY, PRED_MS, SOURCE, KernelPredictor
 from hase.predict.trust import KEEP, BusyPolicy, model_weights, training_rows
@@ -95,14 +95,6 @@ def measured_sum(data: dataset.DeviceData, target: str, model_ids: Iterable[str]
     return sums.loc[list(model_ids), dataset.SUM_COLUMNS[target]]
 
 
-def measured_node_term(data: dataset.DeviceData, target: str, model_ids: Iterable[str]) -> float:
-    """The "measured_node" calibration's per-node term of these models (`calibration.node_term`): their measured
-    kernel sums of the target against the latency of their first timing pass."""
-    ids = list(model_ids)
-    m = data.models.set_index(dataset.MODEL_ID).loc[ids]
-    return node_term(measured_sum(data, target, ids), m[dataset.N_KERNELS], m[dataset.FIRST_MS])
-
-
 def calibration_sums(data: dataset.DeviceData, target: str, predictor: KernelPredictor, model_ids: list[str],
                      calibrate_on: str) -> pd.Series:
     """The kernel sums a calibration is fitted on, in the order of `model_ids`: measured, or the predictor's."""
@@ -150,11 +142,10 @@ def fold_frames(data: dataset.DeviceData, target: str, held: str, make: MakePred
     fit_sums = calibration_sums(data, target, predictor, cal_ids, calibrate_on)
     train = models.set_index(dataset.MODEL_ID).loc[cal_ids]
     weight = calibration_weights(data, busy, cal_ids, balance)
-    node_ms = measured_node_term(data, target, cal_ids)
     part = test[[dataset.FAMILY, dataset.MEASURED_MS, dataset.N_KERNELS]].join(
         model_predictions(data, predictor, test.index, streaming=streaming))
     rows = [calibrated_rows(part, fit_calibration(fit_sums, train[dataset.N_KERNELS], train[dataset.MEASURED_MS],
-                                                  form, fitter, weight, node_ms))
+                                                  form, fitter, weight))
             for form, fitter in CANDIDATES]
     model_rows = tag(pd.concat(rows).reset_index(), {TARGET: target, SPLIT: HELD_OUT, FOLD: held})
     return model_rows, unseen_kernels(data, target, predictor, train_ids, test.index, held)

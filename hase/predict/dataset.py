@@ -8,14 +8,14 @@ Column names of these tables are the constants below (the one place they are def
             OP_TYPE, SPAN_MS, KERNEL_TIME_MS (in-model, median over profiled runs)
 - models:   one row per measured model: MODEL_ID, FAMILY, MEASURED_MS, N_KERNELS, NOISY (block medians over
             the noise bound), HOST_BUSY (the canary found the host busy before the model's runs; False where
-            not recorded), so evaluation can count them and training drop or down-weight them (`hase.predict.trust`),
-            FIRST_MS (the latency of the model's first timing pass, the one its spans were profiled beside;
-            MEASURED_MS where the model had one pass)
+            not recorded), so evaluation can count them and training drop or down-weight them (`hase.predict.trust`)
 
 MEASURED_MS, the ground truth training calibrates against and evaluation compares to, is the robust
 session.run latency (`latency_ms`: the minimum of block medians, `hase.runtime.robust`, and over the model's
 timing passes minutes apart, `hase.measure.retime`); rows measured before store version 2 have none, and fall back
-to the median over all runs (`median_ms`).
+to the median over all runs (`median_ms`). With `latency="quickest"` it is instead the model's quickest single run
+over its passes (`min_ms`): the host's quietest moment seen, what training calibrates on by default ([training]
+model_latency), as the truth it is judged by is the quickest of several timing passes.
 """
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ from hase.runtime.types import DEVICE_META_COLS
 KERNEL_ID, OP_TYPE, SIGNATURE = "kernel_id", "op_type", "signature_json"
 WARM_MS, COLD_MS, SPAN_MS, KERNEL_TIME_MS = "warm_ms", "cold_ms", "span_ms", "kernel_time_ms"
 MODEL_ID, FAMILY, NODE_IDX, NODE_NAME = "model_id", "family", "node_idx", "node_name"
-MEASURED_MS, N_KERNELS, FIRST_MS = "measured_ms", "n_kernels", "first_measured_ms"
+MEASURED_MS, N_KERNELS = "measured_ms", "n_kernels"
+LATENCIES = ("robust", "quickest")  # what MEASURED_MS is: the minimum of block medians, or the quickest single run
 NOISY, HOST_BUSY = "noisy", "host_busy"
 
 TARGETS = ("warm", "cold", "span")
@@ -86,8 +87,11 @@ def store_devices(store_path: str | Path) -> list[str]:
     return devices
 
 
-def load_device_data(store_path: str | Path, device: str | None = None) -> DeviceData:
-    """Read one device's kernels, nodes and models from the store (the only device when `device` is None)."""
+def load_device_data(store_path: str | Path, device: str | None = None, latency: str = "robust") -> DeviceData:
+    """Read one device's kernels, nodes and models from the store (the only device when `device` is None), each
+    model's MEASURED_MS the `latency` statistic of LATENCIES."""
+    if latency not in LATENCIES:
+        raise HaseError(f"unknown model latency {latency!r}: use one of {list(LATENCIES)}")
     with Store(store_path, readonly=True) as store:
         mm = store.table("model_measurements")
         devices = sorted(mm["device"].unique())
@@ -100,10 +104,10 @@ def load_device_data(store_path: str | Path, device: str | None = None) -> Devic
         fixed = fixed[fixed["device"] == device]
         peaks = peaks_from_rows(device, store.table("device_peaks").to_dict("records"))
     measured = mm["latency_ms"].fillna(mm["median_ms"]) if "latency_ms" in mm else mm["median_ms"]
+    if latency == "quickest":
+        measured = mm["min_ms"].fillna(measured)
     flags = {c: mm[c].fillna(0).astype(bool) if c in mm else False for c in (NOISY, HOST_BUSY)}
-    first = mm["first_latency_ms"].fillna(measured) if "first_latency_ms" in mm else measured
-    models = pd.DataFrame({MODEL_ID: mm["model_id"], FAMILY: mm["family"], MEASURED_MS: measured, **flags,
-                           FIRST_MS: first})
+    models = pd.DataFrame({MODEL_ID: mm["model_id"], FAMILY: mm["family"], MEASURED_MS: measured, **flags})
     models = models.merge(nodes.groupby(MODEL_ID).size().rename(N_KERNELS), on=MODEL_ID, how="inner")
     specs = {k: KernelSpec.from_json(s) for k, s in zip(kernels[KERNEL_ID], kernels[SIGNATURE], strict=True)}
     if models.empty:

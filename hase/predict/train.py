@@ -79,6 +79,8 @@ class TrainConfig:
     # form of calibration.FORMS is still scored and reported)
     thread_model: bool = True  # a one-thread device whose store also holds the host's spans at more threads gets
     # its thread model trained beside its forests (`hase.predict.store_threads`; `hase predict --threads` uses it)
+    model_latency: str = "quickest"  # what a model's measured latency is in training (dataset.LATENCIES): its
+    # quickest single run over its passes, or "robust", the minimum of its block medians
     calibration_balance: str = "none"  # "size": every half-decade of model latency weighs alike in the calibration's
     # fit and in its choice (crossval.calibration_weights, RMSPE_BY_SIZE); "none": every model alike
     forest: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
@@ -125,6 +127,9 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
         raise HaseError(f"{path}: [training] tree_mean must be one of {list(TREE_MEANS)}, not {cfg.tree_mean!r}")
     if cfg.choose_on not in CHOOSE_ON:
         raise HaseError(f"{path}: [training] choose_on must be one of {list(CHOOSE_ON)}, not {cfg.choose_on!r}")
+    if cfg.model_latency not in dataset.LATENCIES:
+        raise HaseError(f"{path}: [training] model_latency must be one of {list(dataset.LATENCIES)}, "
+                        f"not {cfg.model_latency!r}")
     if cfg.calibration_balance not in BALANCES:
         raise HaseError(f"{path}: [training] calibration_balance must be one of {list(BALANCES)}, "
                         f"not {cfg.calibration_balance!r}")
@@ -207,7 +212,7 @@ def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device
     itself prints nothing.
     """
     t0 = time.perf_counter()
-    data = dataset.load_device_data(store_path, device)
+    data = dataset.load_device_data(store_path, device, cfg.model_latency)
     if len(crossval.scored_families(data)) < 2:
         raise HaseError(f"the store has one model family ({data.families}): leave-family-out evaluation needs two "
                         f"or more; collect more of the zoo with `make collect`")
@@ -285,8 +290,7 @@ def _final(data: dataset.DeviceData, target: str, cfg: TrainConfig,
     sums = crossval.calibration_sums(data, target, pred, ids, cfg.calibrate_on)
     m = data.models.set_index(dataset.MODEL_ID).loc[ids]
     weight = crossval.calibration_weights(data, cfg.busy_policy(), ids, cfg.calibration_balance)
-    cal = fit_calibration(sums, m[dataset.N_KERNELS], m[dataset.MEASURED_MS], form, fitter or "none", weight,
-                          crossval.measured_node_term(data, target, ids))
+    cal = fit_calibration(sums, m[dataset.N_KERNELS], m[dataset.MEASURED_MS], form, fitter or "none", weight)
     fit = pd.DataFrame({dataset.FAMILY: m[dataset.FAMILY], "sum_ms": sums, dataset.N_KERNELS: m[dataset.N_KERNELS],
                         dataset.MEASURED_MS: m[dataset.MEASURED_MS], trust.WEIGHT: weight})
     fit["fitted_ms"] = cal.apply(fit["sum_ms"], fit[dataset.N_KERNELS])

@@ -11,6 +11,7 @@ from hase.predict.calibration import (
     FORMS,
     Calibration,
     fit_calibration,
+    large_rows,
     node_term,
     relative_lstsq,
     size_balance,
@@ -75,21 +76,22 @@ def test_raw_and_degenerate_calibrations():
     assert len(CANDIDATES) == 13
 
 
-def test_measured_node_form_keeps_the_measured_term_and_fits_the_scale():
+def test_large_form_reads_gamma_off_small_models_and_fits_alpha_on_large_ones():
     rng = np.random.default_rng(2)
-    s, n = rng.uniform(0.05, 100, 60), rng.integers(2, 300, 60).astype(float)
+    small_s, small_n = rng.uniform(0.2, 1.5, 40), rng.integers(20, 200, 40).astype(float)
+    large_s, large_n = rng.uniform(5, 200, 12), rng.integers(20, 300, 12).astype(float)
+    s, n = np.concatenate([small_s, large_s]), np.concatenate([small_n, large_n])
     y = 0.93 * s - 0.006 * n + 0.04
-    first = s - 0.006 * n  # the same job: the kernel sum less 6 us a node
-    gamma = node_term(s, n, first)
-    assert gamma == pytest.approx(-0.006)
+    y[:40] = small_s - 0.005 * small_n  # the small models: 5 us a node, at another scale than the large ones
+    assert node_term(s, n, y) == pytest.approx(-0.005)
     for fitter in ("ols", "relative", "huber"):
-        c = fit_calibration(s, n, y, "measured_node", fitter, node_ms=gamma)
-        assert (c.name, c.gamma) == (f"measured_node/{fitter}", gamma)
-        assert (c.alpha, c.beta) == (pytest.approx(0.93, rel=1e-3), pytest.approx(0.04, abs=1e-3))
-    assert fit_calibration(s, n, y, "measured_node", "relative").gamma == 0.0  # no term: a plain scale
+        c = fit_calibration(s, n, y, "large", fitter)
+        assert (c.name, c.gamma) == (f"large/{fitter}", pytest.approx(-0.005))
+        assert c.alpha == pytest.approx(0.93, abs=2e-3)  # the large models' scale, the small ones' left out
     assert np.isnan(node_term([1.0], [2], [np.nan]))
-    big = node_term([10.0, 20.0, 30.0, 40.0], [10, 10, 10, 10], [9.0, 18.0, 28.0, 30.0])  # none under 2 ms
-    assert big == pytest.approx(-0.2)  # the three quickest: -median(0.1, 0.2, 0.2)
+    few = node_term([10.0, 20.0, 30.0, 40.0], [10, 10, 10, 10], [9.0, 18.0, 28.0, 30.0])  # none under 2 ms
+    assert few == pytest.approx(-0.2)  # the three quickest: -median(0.1, 0.2, 0.2)
+    assert list(large_rows(np.array([1.0, 6.0, 2.0]))) == [1, 2, 0]  # fewer than 8 large: the largest first
 
 
 def test_size_form_recovers_a_scale_that_grows_with_the_model_and_stays_flat_outside_its_fit():

@@ -124,3 +124,20 @@ def test_a_size_balanced_calibration_is_fitted_and_chosen_with_every_size_alike(
         load_train_config(config, calibration_balance="latency")
     with pytest.raises(HaseError, match="thread_model"):
         load_train_config(config, thread_model="yes")
+
+
+def test_training_calibrates_on_the_quickest_run_unless_told_the_robust_latency(store, config, tmp_path):
+    """`model_latency`: "quickest" (the default) calibrates on each model's quickest run (`min_ms`), "robust" on the
+    minimum of its block medians; anything else is a one-line error."""
+    quick = load_device_data(store, "cpu-1t", "quickest").models.set_index("model_id")["measured_ms"]
+    robust = load_device_data(store, "cpu-1t").models.set_index("model_id")["measured_ms"]
+    assert (quick <= robust).all() and (quick < robust).any()
+    assert load_train_config(config).model_latency == "quickest"
+    result = train(store, tmp_path / "p", load_train_config(config, model_latency="robust"), "cpu-1t")
+    fit = pd.DataFrame(result.manifest.targets["span"].calibration.fit_data).set_index("model_id")
+    assert np.allclose(fit["measured_ms"], robust.reindex(fit.index), rtol=1e-5)
+    assert result.manifest.config["model_latency"] == "robust"
+    with pytest.raises(HaseError, match="model_latency must be one of"):
+        load_train_config(config, model_latency="median")
+    with pytest.raises(HaseError, match="unknown model latency"):
+        load_device_data(store, "cpu-1t", "median")
