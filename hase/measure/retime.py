@@ -6,9 +6,9 @@ than in a second one an hour later on the 2-core VM of docs/results.md), while t
 dev sets score against is the minimum over passes minutes apart. One pass per calibration model fits the
 calibration to a busier host than the truth; the pass columns of `model_measurements` (schema 7) keep the first
 pass's latency (the one its spans and decomposition were taken with) beside the minimum, and `min_ms` becomes the
-quickest run of all passes (what training calibrates on by default, `hase.predict.dataset`). Only models measured on this host are timed again, oldest first; the sampled one-kernel blocks never
-(their latency is no calibration point). A pass interrupted leaves every model it finished updated; the next
-collect goes on with the rest.
+quickest run of all passes (what training calibrates on by default, `hase.predict.dataset`). Only models measured
+on this host are timed again, oldest first; the sampled one-kernel blocks never (their latency is no calibration
+point). A pass interrupted leaves every model it finished updated; the next collect goes on with the rest.
 """
 from __future__ import annotations
 
