@@ -26,6 +26,7 @@ BAD = {
     "huge count": ("[kernel_timing]\nmax_runs = 1000000000\n" + DEVICE,
                    r"max_runs = 1000000000 is out of range: use an integer from 1 to 1000000$"),
     "one cold session": ("[cold]\nsessions = 1\n" + DEVICE, r"\[cold\] sessions = 1 is out of range: .* from 2 to 64"),
+    "no timing pass": ("[robust]\npasses = 0\n" + DEVICE, r"\[robust\] passes = 0 is out of range: .* from 1 to 10"),
     "unknown key": ("[profile]\nrunz = 3\n" + DEVICE, r"unknown key \[profile\] runz: the known keys are"),
     "unknown table": ("[profiles]\nruns = 3\n" + DEVICE, r"unknown table \['profiles'\]"),
     "table as a value": ("profile = 3\n" + DEVICE, r"\[profile\] must be a table of keys, not 3"),
@@ -73,10 +74,10 @@ def test_good_config_and_defaults(tmp_path):
 
 def test_robust_and_canary_tables(tmp_path):
     path = tmp_path / "devices.toml"
-    path.write_text(DEVICE + "[robust]\nblocks = 5\nnoise_bound = 0.2\n[canary]\nenabled = false\n"
+    path.write_text(DEVICE + "[robust]\nblocks = 5\nnoise_bound = 0.2\npasses = 3\n[canary]\nenabled = false\n"
                              "busy_ratio = 1.5\nevery_kernels = 10\n")
     s = load_collect_config(path).settings
-    assert (s.model_blocks, s.noise_bound) == (5, 0.2)
+    assert (s.model_blocks, s.noise_bound, s.model_passes) == (5, 0.2, 3)
     assert (s.canary.enabled, s.canary.busy_ratio, s.canary.every_kernels, s.canary.runs) == (False, 1.5, 10, 30)
 
 
