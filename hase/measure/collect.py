@@ -290,7 +290,8 @@ def collect(sources: Iterable[ModelSource], cfg: CollectConfig, store: Store,
     start = time.perf_counter()
     end = None if budget_s is None else start + budget_s
     later_passes = cfg.settings.model_passes > 1
-    deadline = None if budget_s is None else start + budget_s * (1 - RESERVE_SHARE * later_passes)
+    reserve = RESERVE_SHARE if later_passes else 0.0
+    deadline = None if budget_s is None else start + budget_s * (1 - reserve)
     sources = list(sources) if len(cfg.devices) > 1 else sources
     for ep in cfg.devices:
         sessions.check_provider(ep)
