@@ -131,9 +131,10 @@ def tag(frame: pd.DataFrame, values: dict[str, str | float]) -> pd.DataFrame:
 def fold_frames(data: dataset.DeviceData, target: str, held: str, make: MakePredictor,
                 calibrate_on: str = "measured", busy: BusyPolicy = KEEP,
                 streaming: residency.Streaming = residency.NO_STREAMING,
-                balance: str = "none") -> tuple[pd.DataFrame, pd.DataFrame]:
+                balance: str = "none", calibration_busy: BusyPolicy | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One fold: train without family `held`; model rows (per calibration candidate, fitted with
-    `calibration_weights`; the held-out models' nodes with their weight `streaming`) and unseen-kernel rows."""
+    `calibration_weights` under `calibration_busy`, default `busy`; the held-out models' nodes with their weight
+    `streaming`) and unseen-kernel rows."""
     models = data.models
     train_ids = list(models.loc[models[dataset.FAMILY] != held, dataset.MODEL_ID])
     test = models[models[dataset.FAMILY] == held].set_index(dataset.MODEL_ID)
@@ -141,7 +142,7 @@ def fold_frames(data: dataset.DeviceData, target: str, held: str, make: MakePred
     cal_ids = scored_ids(data, train_ids)
     fit_sums = calibration_sums(data, target, predictor, cal_ids, calibrate_on)
     train = models.set_index(dataset.MODEL_ID).loc[cal_ids]
-    weight = calibration_weights(data, busy, cal_ids, balance)
+    weight = calibration_weights(data, busy if calibration_busy is None else calibration_busy, cal_ids, balance)
     part = test[[dataset.FAMILY, dataset.MEASURED_MS, dataset.N_KERNELS]].join(
         model_predictions(data, predictor, test.index, streaming=streaming))
     rows = [calibrated_rows(part, fit_calibration(fit_sums, train[dataset.N_KERNELS], train[dataset.MEASURED_MS],
@@ -183,7 +184,8 @@ def unseen_kernels(data: dataset.DeviceData, target: str, predictor: KernelPredi
 def leave_family_out(data: dataset.DeviceData, target: str, make: MakePredictor, calibrate_on: str = "measured",
                      progress: Progress | None = None, busy: BusyPolicy = KEEP,
                      streaming: residency.Streaming = residency.NO_STREAMING,
-                     balance: str = "none") -> tuple[pd.DataFrame, pd.DataFrame]:
+                     balance: str = "none",
+                     calibration_busy: BusyPolicy | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every family held out in turn: (model rows for every calibration candidate, unseen-kernel rows)."""
     models, kernels = [], []
     families = scored_families(data)
@@ -191,7 +193,7 @@ def leave_family_out(data: dataset.DeviceData, target: str, make: MakePredictor,
         if progress:
             progress(f"{target}: holding out {fam} (fold {i}/{len(families)})"
                      + (f", {streaming.describe()}" if streaming.kappa else ""))
-        m, k = fold_frames(data, target, fam, make, calibrate_on, busy, streaming, balance)
+        m, k = fold_frames(data, target, fam, make, calibrate_on, busy, streaming, balance, calibration_busy)
         models.append(m)
         kernels.append(k)
     return pd.concat(models, ignore_index=True), pd.concat([k for k in kernels if len(k)], ignore_index=True)

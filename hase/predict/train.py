@@ -6,8 +6,10 @@ target's calibration by held-out RMSPE; fit the final forests on all families; f
 baselines; for a one-thread CPU device whose store also holds the host's spans at more threads, fit the thread model
 (`hase.predict.store_threads`); write the predictor directory (.npz arrays + JSON per target, CSV tables of the
 folds, the thread model, manifest.json).
-Every fit drops or down-weights the rows measured on a busy host (or noisy) as `[training] busy` says
-(`hase.predict.trust`); the manifest's `training_data.busy` counts what that did.
+Every forest drops or down-weights the rows measured on a busy host (or noisy) as `[training] busy` says
+(`hase.predict.trust`), the calibration its models as `calibration_busy` says (by default it weighs them alike:
+it reads each model's quickest run over passes minutes apart); the manifest's `training_data.busy` counts what
+that did.
 """
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ log = logging.getLogger(__name__)
 
 
 CHOOSE_ON = ("all", "real", "balanced")  # what picks the default target and calibrations (`_choice_set`)
+CALIBRATION_BUSY = ("keep", "follow")  # [training] calibration_busy: busy/noisy models weigh 1, or as `busy` says
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,9 @@ class TrainConfig:
     # its thread model trained beside its forests (`hase.predict.store_threads`; `hase predict --threads` uses it)
     model_latency: str = "quickest"  # what a model's measured latency is in training (dataset.LATENCIES): its
     # quickest single run over its passes, or "robust", the minimum of its block medians
+    calibration_busy: str = "keep"  # how the calibration weighs a model flagged busy or noisy (CALIBRATION_BUSY):
+    # "keep": like any other (its quickest run over passes minutes apart is what the fit reads, and the flag is the
+    # first pass's canary check); "follow": as `busy` says for the forests (busy_weight)
     calibration_balance: str = "none"  # "size": every half-decade of model latency weighs alike in the calibration's
     # fit and in its choice (crossval.calibration_weights, RMSPE_BY_SIZE); "none": every model alike
     forest: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
@@ -99,6 +105,10 @@ class TrainConfig:
     def busy_policy(self) -> trust.BusyPolicy:
         """What training does with rows measured on a busy host or noisy (`hase.predict.trust`)."""
         return trust.BusyPolicy(self.busy, self.busy_weight)
+
+    def calibration_policy(self) -> trust.BusyPolicy:
+        """What the calibration does with models measured on a busy host or noisy: `calibration_busy`."""
+        return trust.KEEP if self.calibration_busy == "keep" else self.busy_policy()
 
 
 def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
@@ -130,6 +140,9 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
     if cfg.model_latency not in dataset.LATENCIES:
         raise HaseError(f"{path}: [training] model_latency must be one of {list(dataset.LATENCIES)}, "
                         f"not {cfg.model_latency!r}")
+    if cfg.calibration_busy not in CALIBRATION_BUSY:
+        raise HaseError(f"{path}: [training] calibration_busy must be one of {list(CALIBRATION_BUSY)}, "
+                        f"not {cfg.calibration_busy!r}")
     if cfg.calibration_balance not in BALANCES:
         raise HaseError(f"{path}: [training] calibration_balance must be one of {list(BALANCES)}, "
                         f"not {cfg.calibration_balance!r}")
@@ -241,7 +254,7 @@ def train(store_path: str | Path, out_root: str | Path, cfg: TrainConfig, device
     if progress:
         progress("FLOPs baselines (leave-family-out)")
     baselines = baseline_lofo(data)
-    busy = trust.summary(cfg.busy_policy(), trust.model_counts(data, cfg.busy_policy()), counts)
+    busy = trust.summary(cfg.busy_policy(), trust.model_counts(data, cfg.calibration_policy()), counts)
     log.debug("%s: rows measured on a busy host or noisy: %s", data.device, busy)
     manifest = dataclasses.replace(_manifest(data, store_path, cfg, default_target, entries, baselines, busy),
                                    threads=threads.describe() if threads is not None else {})
@@ -267,12 +280,12 @@ def _cross_validate(data: dataset.DeviceData, cfg: TrainConfig,
             return cfg.predictor(True, data.peaks, t)
 
         m, k = crossval.leave_family_out(data, target, make, cfg.calibrate_on, progress, cfg.busy_policy(),
-                                         balance=cfg.calibration_balance)
+                                         balance=cfg.calibration_balance, calibration_busy=cfg.calibration_policy())
         if target == "span" and cfg.weight_streaming:
             streaming = crossval.held_out_streaming(data, k)
             if streaming.kappa:
                 m, _ = crossval.leave_family_out(data, target, make, cfg.calibrate_on, progress, cfg.busy_policy(),
-                                                 streaming, cfg.calibration_balance)
+                                                 streaming, cfg.calibration_balance, cfg.calibration_policy())
         models.append(m)
         kernels.append(k)
     return (pd.concat(models, ignore_index=True), pd.concat([k for k in kernels if len(k)], ignore_index=True),
@@ -289,7 +302,7 @@ def _final(data: dataset.DeviceData, target: str, cfg: TrainConfig,
                               data.models[dataset.MODEL_ID])  # calibration: models users run, not one-kernel blocks
     sums = crossval.calibration_sums(data, target, pred, ids, cfg.calibrate_on)
     m = data.models.set_index(dataset.MODEL_ID).loc[ids]
-    weight = crossval.calibration_weights(data, cfg.busy_policy(), ids, cfg.calibration_balance)
+    weight = crossval.calibration_weights(data, cfg.calibration_policy(), ids, cfg.calibration_balance)
     cal = fit_calibration(sums, m[dataset.N_KERNELS], m[dataset.MEASURED_MS], form, fitter or "none", weight)
     fit = pd.DataFrame({dataset.FAMILY: m[dataset.FAMILY], "sum_ms": sums, dataset.N_KERNELS: m[dataset.N_KERNELS],
                         dataset.MEASURED_MS: m[dataset.MEASURED_MS], trust.WEIGHT: weight})

@@ -119,8 +119,8 @@ def test_a_size_balanced_calibration_is_fitted_and_chosen_with_every_size_alike(
     assert result.manifest.config["calibration_balance"] == "size"
     fit = pd.DataFrame(result.manifest.targets["span"].calibration.fit_data)
     trained_on = load_device_data(store, "cpu-1t", cfg.model_latency)  # the latencies training balanced by size
-    assert np.allclose(fit["weight"], calibration_weights(trained_on, cfg.busy_policy(), list(fit["model_id"]), "size"),
-                       atol=1e-6)
+    assert np.allclose(fit["weight"], calibration_weights(trained_on, cfg.calibration_policy(), list(fit["model_id"]),
+                                                          "size"), atol=1e-6)
     with pytest.raises(HaseError, match="calibration_balance must be one of"):
         load_train_config(config, calibration_balance="latency")
     with pytest.raises(HaseError, match="thread_model"):

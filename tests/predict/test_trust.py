@@ -212,9 +212,26 @@ def _fold_alpha(data: dataset.DeviceData, policy: trust.BusyPolicy) -> float:
     return float(rows.loc[rows[crossval.CALIBRATION] == "scale/relative", crossval.ALPHA].iloc[0])
 
 
+def test_a_fold_weighs_its_calibration_models_as_calibration_busy_says(data):
+    """The forests follow `busy`; the calibration's models follow `calibration_busy` when it is given."""
+    slow = data.models.assign(**{dataset.MEASURED_MS: np.where(data.models[dataset.HOST_BUSY], 3.0, 1.0)
+                                 * data.models[dataset.MEASURED_MS]})
+    skewed = dataclasses.replace(data, models=slow)
+    weight = trust.BusyPolicy("weight", 1e-3)
+
+    def alpha(calibration_busy: trust.BusyPolicy | None) -> float:
+        rows = crossval.fold_frames(skewed, "warm", "embed", _small_forests, "measured", weight,
+                                    calibration_busy=calibration_busy)[0]
+        return float(rows.loc[rows[crossval.CALIBRATION] == "scale/relative", crossval.ALPHA].iloc[0])
+
+    assert alpha(None) == alpha(weight) != alpha(trust.KEEP)
+    assert alpha(trust.KEEP) == _fold_alpha(skewed, trust.KEEP)
+
+
 @pytest.mark.parametrize("extra, match", [('busy = "sometimes"', "busy = 'sometimes' is not a policy"),
                                           ("busy_weight = 0", "busy_weight = 0 is out of range"),
-                                          ("busy_weight = 1.5", "busy_weight = 1.5 is out of range")])
+                                          ("busy_weight = 1.5", "busy_weight = 1.5 is out of range"),
+                                          ('calibration_busy = "drop"', "calibration_busy must be one of")])
 def test_config_checks_the_policy(tmp_path, extra, match):
     path = tmp_path / "p.toml"
     path.write_text(CONFIG.format(extra=extra))
@@ -225,26 +242,29 @@ def test_config_checks_the_policy(tmp_path, extra, match):
 def test_shipped_config_drops_by_default():
     cfg = load_train_config(REPO / "configs" / "predictor.toml")
     assert cfg.busy_policy() == trust.BusyPolicy("drop", 0.2)
+    assert cfg.calibration_busy == "keep" and cfg.calibration_policy() == trust.KEEP
 
 
-@pytest.mark.parametrize("mode", ["drop", "keep"])
-def test_train_records_what_it_dropped_and_weighted(store, data, tmp_path, mode):
+@pytest.mark.parametrize("mode, calibration", [("drop", "follow"), ("drop", "keep"), ("keep", "follow")])
+def test_train_records_what_it_dropped_and_weighted(store, data, tmp_path, mode, calibration):
     path = tmp_path / "p.toml"
-    path.write_text(CONFIG.format(extra=f'busy = "{mode}"\nbusy_weight = 0.2'))
+    path.write_text(CONFIG.format(extra=f'busy = "{mode}"\nbusy_weight = 0.2\ncalibration_busy = "{calibration}"'))
     res = train(store, tmp_path / "out", load_train_config(path))
     busy = res.manifest.training_data.busy
     policy = trust.BusyPolicy(mode, 0.2)
+    weighs_models = mode != "keep" and calibration == "follow"
     assert busy["policy"] == mode and busy["busy_weight"] == 0.2
-    assert busy["models"] == trust.model_counts(data, policy)
+    assert busy["models"] == trust.model_counts(data, policy if calibration == "follow" else trust.KEEP)
     for target in ("warm", "span"):
         assert busy["kernels"][target] == trust.training_rows(data, target, policy)[2].to_dict()
     if mode == "drop":
-        assert busy["kernels"]["span"]["dropped"] > 0 and busy["models"]["weighted"] == 4
+        assert busy["kernels"]["span"]["dropped"] > 0
     else:
         assert all(c["dropped"] == c["weighted"] == 0 for c in busy["kernels"].values())
+    assert busy["models"]["weighted"] == (4 if weighs_models else 0)
     fit = pd.DataFrame(res.manifest.target("span").calibration.fit_data).set_index(dataset.MODEL_ID)
-    assert dict(fit.loc[fit[trust.WEIGHT] < 1, trust.WEIGHT]) == ({} if mode == "keep" else dict.fromkeys(BUSY, 0.2))
-    assert res.manifest.config["busy"] == mode
+    assert dict(fit.loc[fit[trust.WEIGHT] < 1, trust.WEIGHT]) == (dict.fromkeys(BUSY, 0.2) if weighs_models else {})
+    assert res.manifest.config["busy"] == mode and res.manifest.config["calibration_busy"] == calibration
 
 
 def test_train_cli_says_what_it_did_with_busy_rows(store, tmp_path, capsys):
