@@ -32,7 +32,7 @@ DEVSET_OUT ?= reports/devset
 
 # A cpu-1t predictor of this host's own in minutes (issue 30): the zoo's models profiled for a budget, in coverage
 # order, spans only, then trained on the span target (docs/host.md). Resumable: run it again to measure more.
-OWN_BUDGET_S ?= 600
+OWN_BUDGET_S ?= 660
 OWN_STORE ?= data/own.sqlite
 OWN_PREDICTORS ?= data/predictors-own
 
