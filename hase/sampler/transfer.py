@@ -3,7 +3,7 @@ one-kernel blocks), built where missing, in the order a tight time budget should
 
 It ships with Hase (`paths.PACKAGED_ZOO_CONFIG`), so adapting works from an installed wheel in any folder: in a
 checkout (where `configs/zoo_small.toml` is) the models go to `model_zoo/` as `make zoo` builds them, elsewhere to
-the user cache directory. Building the whole set takes about 20 s on 2 cores (1.7 GB of small models). The
+the user cache directory. Building the whole set takes about 20 s on 2 cores (2.1 GB of models, most of them small). The
 exported real models are never in it: they are what an adapted predictor is judged on.
 """
 from __future__ import annotations
