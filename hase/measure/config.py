@@ -48,11 +48,12 @@ class _Range:
 
 _TIMING = {"warmup": _Range(int, 0, 10_000), "min_runs": _Range(int, 1, 1_000_000),
            "max_runs": _Range(int, 1, 1_000_000), "min_time_s": _Range(float, 0, 3600),
-           "max_time_s": _Range(float, 0.001, 3600)}
+           "max_time_s": _Range(float, 0.001, 3600), "rel_ci": _Range(float, 0, 1)}
 _TABLES: dict[str, dict[str, _Range]] = {
     "kernel_timing": _TIMING,
     "model_timing": _TIMING,
-    "profile": {"warmup": _Range(int, 0, 1000), "runs": _Range(int, 1, 10_000)},
+    "profile": {"warmup": _Range(int, 0, 1000), "runs": _Range(int, 1, 10_000), "min_runs": _Range(int, 1, 10_000),
+                "rel_ci": _Range(float, 0, 1)},
     "cold": {"sessions": _Range(int, 2, 64), "max_mb": _Range(int, 1, 1 << 20)},
     "robust": {"blocks": _Range(int, 1, 100), "noise_bound": _Range(float, 0.001, 10), "passes": _Range(int, 1, 10)},
     "canary": {"size": _Range(int, 16, 2048), "warmup": _Range(int, 0, 1000), "runs": _Range(int, 1, 10_000),
@@ -82,6 +83,8 @@ def load_collect_config(path: str | Path, device_names: list[str] | None = None)
         model=_policy(where, "model_timing", tables["model_timing"], defaults.model),
         profile_warmup=tables["profile"].get("warmup", defaults.profile_warmup),
         profile_runs=tables["profile"].get("runs", defaults.profile_runs),
+        profile_min_runs=_profile_min_runs(where, tables["profile"], defaults),
+        profile_rel_ci=float(tables["profile"].get("rel_ci", defaults.profile_rel_ci)),
         cold_sessions=tables["cold"].get("sessions", defaults.cold_sessions),
         cold_max_bytes=tables["cold"]["max_mb"] << 20 if "max_mb" in tables["cold"] else defaults.cold_max_bytes,
         model_blocks=tables["robust"].get("blocks", defaults.model_blocks),
@@ -132,6 +135,15 @@ def _policy(where: str, name: str, table: Mapping[str, Any], default: TimingPoli
         raise HaseError(f"{where}: [{name}] max_time_s = {policy.max_time_s:g} is below min_time_s = "
                         f"{policy.min_time_s:g}: raise max_time_s or lower min_time_s")
     return policy
+
+
+def _profile_min_runs(where: str, table: Mapping[str, Any], defaults: MeasureSettings) -> int:
+    """[profile] min_runs: the profiled runs always made (`runs` when not given), at most `runs`."""
+    runs = table.get("runs", defaults.profile_runs)
+    least = table.get("min_runs", runs)
+    if least > runs:
+        raise HaseError(f"{where}: [profile] min_runs = {least} is above runs = {runs}: lower min_runs or raise runs")
+    return int(least)
 
 
 def _devices(where: str, entries: Any) -> tuple[EPConfig, ...]:

@@ -74,16 +74,18 @@ def measure_model(model: onnx.ModelProto, src: ModelSource, nodes: list[KernelNo
     with tempfile.TemporaryDirectory(prefix="hase_prof_") as tmp:
         optimized = Path(tmp) / "optimized.onnx" if ep.ep != "cpu" else None
         res = profile_model(src.path, ep, runs=settings.profile_runs, warmup=settings.profile_warmup,
-                            workdir=tmp, optimized_model_path=optimized)
+                            workdir=tmp, optimized_model_path=optimized, min_runs=settings.profile_min_runs,
+                            rel_ci=settings.profile_rel_ci)
         graph = onnx.load(optimized, load_external_data=False).graph if optimized is not None else None
     events = res.events
     profiled_s = time.perf_counter() - t0
-    dec = profile.summarize(profile.decompose(events, skip_runs=settings.profile_warmup))
-    summary = profile.node_summary(events, skip_runs=settings.profile_warmup)
-    gpu_busy = _gpu_busy_us(res, settings.profile_warmup)
+    node_spans = profile.node_spans(events)  # once: the decomposition and the summary both start from them
+    dec = profile.summarize(profile.decompose(events, skip_runs=res.skip_runs, spans=node_spans))
+    summary = profile.node_summary(events, skip_runs=res.skip_runs, spans=node_spans)
+    gpu_busy = _gpu_busy_us(res, res.skip_runs)
     meta = sessions.row_metadata(ep)
     kernel_of = {n.node_name: n.spec.kernel_id for n in nodes}
-    source = profile.node_spans(events).groupby(profile.NODE_NAME)[profile.SPAN_SOURCE].first().to_dict()
+    source = node_spans.groupby(profile.NODE_NAME)[profile.SPAN_SOURCE].first().to_dict()
     # the profiled session names some nodes (ReorderOutput) unlike the session that split the model
     names = align_names(profiled_signatures(events), {n.node_name: kernel_signature(n.spec) for n in nodes})
     spans = [{"model_id": model_id, **_span_columns(r, kernel_of, source, gpu_busy, names), **meta}
@@ -93,7 +95,7 @@ def measure_model(model: onnx.ModelProto, src: ModelSource, nodes: list[KernelNo
         "n_memcpy_nodes": int(summary[profile.OP_TYPE].isin(MEMCPY_OPS).sum()),
         "n_cpu_fallback_nodes": cpu_fallback_count(summary, graph),
         "timing_api": api, **robust_row(timing), **{k: float(dec[k]) for k in DECOMP_COLS},
-        "n_profiled_runs": settings.profile_runs, **meta, "measured_at": time.time(), "profiled_s": profiled_s,
+        "n_profiled_runs": res.runs, **meta, "measured_at": time.time(), "profiled_s": profiled_s,
     }
     return row, spans
 

@@ -44,7 +44,9 @@ class MeasureSettings:
     before the first block); its latency is the minimum of the block medians (`hase.runtime.robust`), and
     block medians more than `noise_bound` apart flag it noisy. `canary` checks the host between jobs. The full
     models users run (not the sampled one-kernel blocks) are timed again at the end of the run, up to `model_passes`
-    passes in all, and keep the minimum (`hase.measure.retime`).
+    passes in all, and keep the minimum (`hase.measure.retime`). The model is then profiled: `profile_warmup` runs,
+    then `profile_runs` runs, or as few as `profile_min_runs` once their median's 95 % interval is within
+    ± `profile_rel_ci` (`hase.profiling.run.profile_model`).
     """
 
     kernel: TimingPolicy = field(default_factory=TimingPolicy)
@@ -55,7 +57,9 @@ class MeasureSettings:
     model_passes: int = 2
     canary: CanaryPolicy = field(default_factory=CanaryPolicy)
     profile_warmup: int = 3
-    profile_runs: int = 10
+    profile_runs: int = 10  # the most profiled runs: fewer once the runs' median is tight (`profile_min_runs`, ...)
+    profile_min_runs: int | None = None  # None: all `profile_runs`
+    profile_rel_ci: float = 0.0
     cold_sessions: int = 8
     cold_max_bytes: int = 256 << 20
 

@@ -93,17 +93,24 @@ def node_spans(events: pd.DataFrame) -> pd.DataFrame:
 
 def _nested(spans: pd.DataFrame) -> np.ndarray:
     """True for spans inside an earlier span on the same thread of the same run (sorted by start)."""
-    prev_end = spans.groupby([RUN_ID, TID])[END_US].transform(lambda s: s.cummax().shift())
+    prev_end = _previous_end(spans, [RUN_ID, TID])
     return ((spans[TS_US] < prev_end) & (spans[END_US] <= prev_end)).to_numpy()
 
 
-def node_summary(events: pd.DataFrame, skip_runs: int = 0) -> pd.DataFrame:
+def _previous_end(spans: pd.DataFrame, by: list[str]) -> pd.Series:
+    """The latest end of the earlier spans of the same group (NaN for a group's first span), rows in start order."""
+    running = spans.groupby(by, sort=False)[END_US].cummax()
+    return running.groupby([spans[k] for k in by], sort=False).shift()
+
+
+def node_summary(events: pd.DataFrame, skip_runs: int = 0, *, spans: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per node: median over profiled runs of its per-run span and kernel_time (calls in a run summed).
+    `spans`: the events' `node_spans`, when the caller has them already (they are not computed again).
 
     Example: node `conv1` with span_us 45, 41, 43 in runs 0..2 and skip_runs=1 -> one row with
     span_us 42.0 and n_runs 2.
     """
-    spans = _runs_from(node_spans(events), skip_runs)
+    spans = _runs_from(node_spans(events) if spans is None else spans, skip_runs)
     per_run = spans.groupby([NODE_NAME, RUN_ID], sort=False).agg(
         **{OP_TYPE: (OP_TYPE, "first"), PROVIDER: (PROVIDER, "first"), NODE_INDEX: (NODE_INDEX, "first"),
            NESTED: (NESTED, "all"), SPAN_US: (SPAN_US, "sum"), KERNEL_TIME_US: (KERNEL_TIME_US, "sum"),
@@ -121,16 +128,16 @@ def _runs_from(df: pd.DataFrame, skip_runs: int) -> pd.DataFrame:
     return df[df[RUN_ID] >= skip_runs]
 
 
-def node_gaps(events: pd.DataFrame) -> pd.DataFrame:
+def node_gaps(events: pd.DataFrame, *, spans: pd.DataFrame | None = None) -> pd.DataFrame:
     """Idle stretches between node spans in each run's node timeline (nested nodes ignored).
 
     Overlapping spans (parallel executor) are merged first, so a gap is time when no node ran.
     Example: spans [0, 10] and [12, 20] in run 0 -> one row run_id 0, ts_us 10, dur_us 2,
-    after_node = the first node, before_node = the second.
+    after_node = the first node, before_node = the second. `spans`: the events' `node_spans`, if computed already.
     """
-    spans = node_spans(events)
+    spans = node_spans(events) if spans is None else spans
     spans = spans[~spans[NESTED]].sort_values([RUN_ID, TS_US], kind="stable")
-    prev_end = spans.groupby(RUN_ID)[END_US].transform(lambda s: s.cummax().shift())
+    prev_end = _previous_end(spans, [RUN_ID])
     prev_name = spans.groupby(RUN_ID)[NODE_NAME].shift()
     gap = spans[TS_US] - prev_end
     mask = (gap > 0).to_numpy()
@@ -144,14 +151,14 @@ def node_gaps(events: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------- decomposition
 
 
-def decompose(events: pd.DataFrame, skip_runs: int = 0) -> pd.DataFrame:
+def decompose(events: pd.DataFrame, skip_runs: int = 0, *, spans: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per model_run (from run `skip_runs` on) splitting its time into `METRICS`, in µs.
 
     Identities (exact by construction): model_run = before Execute + Execute + after Execute;
     Execute = node timeline span + Execute outside nodes;
     node timeline span = kernel_time sum + node non-kernel + node gaps - node overlap.
     Example: a run of 1000 µs whose Execute starts at +100 and lasts 800 -> before_execute_us 100,
-    after_execute_us 100.
+    after_execute_us 100. `spans`: the events' `node_spans`, when the caller has them already.
     """
     require_columns(events, profile.EVENT_COLUMNS, "events", _EVENTS_HOW)
     runs = _runs_from(events[events[profile.EVENT_KIND] == profile.MODEL_RUN], skip_runs)
@@ -168,7 +175,7 @@ def decompose(events: pd.DataFrame, skip_runs: int = 0) -> pd.DataFrame:
     out[BEFORE_EXECUTE_US] = ex[TS_US] - out["_run_ts"]
     out[AFTER_EXECUTE_US] = out["_run_ts"] + out[MODEL_RUN_US] - ex[TS_US] - ex[DUR_US]
     out[MODEL_RUN_OUTSIDE_EXECUTE_US] = out[MODEL_RUN_US] - out[EXECUTE_US]
-    nodes = _node_metrics(events, skip_runs)
+    nodes = _node_metrics(events, skip_runs, node_spans(events) if spans is None else spans)
     out = out.join(nodes)
     cols = list(nodes.columns)  # numbers all (a malformed profile's empty frame may type them str): 0 for no nodes
     out[cols] = out[cols].apply(pd.to_numeric, errors="coerce").fillna(0)
@@ -177,21 +184,18 @@ def decompose(events: pd.DataFrame, skip_runs: int = 0) -> pd.DataFrame:
     return out.reset_index()[list(DECOMPOSITION_COLUMNS)]
 
 
-def _node_metrics(events: pd.DataFrame, skip_runs: int) -> pd.DataFrame:
+def _node_metrics(events: pd.DataFrame, skip_runs: int, all_spans: pd.DataFrame) -> pd.DataFrame:
     """Per run: timeline span, kernel/span sums, gaps, overlap and node counts (0 for runs without nodes)."""
-    spans = _runs_from(node_spans(events), skip_runs)
-    top = spans[~spans[NESTED]]
-    g = top.groupby(RUN_ID)
-    m = pd.DataFrame({
-        NODE_TIMELINE_SPAN_US: g[END_US].max() - g[TS_US].min(),
-        KERNEL_TIME_SUM_US: g[KERNEL_TIME_US].sum(),
-        NODE_SPAN_SUM_US: g[SPAN_US].sum(),
-        N_NODES: g.size(),
-        N_FENCED_NODES: g[SPAN_SOURCE].agg(lambda s: int((s == FENCE).sum())),
-        N_MEMCPY_NODES: g[OP_TYPE].agg(lambda s: int(s.isin(profile.MEMCPY_OPS).sum())),
-    })
+    spans = _runs_from(all_spans, skip_runs)
+    top = spans[~spans[NESTED]].assign(_fenced=lambda d: d[SPAN_SOURCE] == FENCE,
+                                       _memcpy=lambda d: d[OP_TYPE].isin(profile.MEMCPY_OPS))
+    m = top.groupby(RUN_ID).agg(**{"_end": (END_US, "max"), "_start": (TS_US, "min"),
+                                   KERNEL_TIME_SUM_US: (KERNEL_TIME_US, "sum"), NODE_SPAN_SUM_US: (SPAN_US, "sum"),
+                                   N_NODES: (SPAN_US, "size"), N_FENCED_NODES: ("_fenced", "sum"),
+                                   N_MEMCPY_NODES: ("_memcpy", "sum")})
+    m.insert(0, NODE_TIMELINE_SPAN_US, m.pop("_end") - m.pop("_start"))
     m[N_NESTED_NODES] = spans[spans[NESTED]].groupby(RUN_ID).size()
-    gaps = node_gaps(events)
+    gaps = node_gaps(events, spans=all_spans)
     m[NODE_GAP_US] = gaps.groupby(RUN_ID)[DUR_US].sum()
     m = m.fillna(0.0)
     m[NODE_NON_KERNEL_US] = m[NODE_SPAN_SUM_US] - m[KERNEL_TIME_SUM_US]

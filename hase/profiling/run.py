@@ -8,10 +8,10 @@ from __future__ import annotations
 import contextlib
 import glob
 import logging
+import math
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +31,7 @@ from hase.profiling.gpu.cupti import CuptiRecorder, cupti_available, cupti_modul
 from hase.profiling.gpu.records import GpuRecording
 from hase.runtime import sessions
 from hase.runtime.profile import load_profile
-from hase.runtime.types import EPConfig, Timing
+from hase.runtime.types import EPConfig, Timing, TimingPolicy
 from hase.tables import require_columns
 
 log = logging.getLogger(__name__)
@@ -71,8 +71,14 @@ def profile_model(
     seed: int = 0,
     cupti: bool | None = None,
     optimized_model_path: str | os.PathLike[str] | None = None,
+    min_runs: int | None = None,
+    rel_ci: float = 0.0,
 ) -> ProfileResult:
     """Run `warmup` + `runs` inferences with ORT's profiler on and load the profile it writes.
+
+    With `min_runs` (< `runs`) and `rel_ci` > 0, the profiled runs stop early, after at least `min_runs`, once
+    the median of their wall times has a 95 % interval within ± `rel_ci` (`hase.runtime.sessions.median_ci`):
+    a quiet model is not profiled ten times for nothing. `result.runs` is the number made.
 
     ORT profiles every run of a session, so warm-up runs are in the events too; pass
     `result.skip_runs` to the `hase.profiling.decompose` functions. The profile JSON is written to `workdir`
@@ -85,8 +91,12 @@ def profile_model(
     `optimized_model_path`: save the graph the session runs there (the node names of the profile).
     """
 
-    if runs < 1 or warmup < 0:
-        raise HaseError(f"need runs >= 1 and warmup >= 0 (got runs={runs}, warmup={warmup})")
+    least = runs if min_runs is None else min_runs
+    if runs < 1 or warmup < 0 or not 1 <= least <= runs or rel_ci < 0:
+        raise HaseError(f"need runs >= 1, warmup >= 0, 1 <= min_runs <= runs and rel_ci >= 0 (got runs={runs}, "
+                        f"warmup={warmup}, min_runs={min_runs}, rel_ci={rel_ci})")
+    tight = TimingPolicy(warmup=0, min_runs=least, max_runs=runs, min_time_s=math.inf, max_time_s=math.inf,
+                         rel_ci=rel_ci)
     model = load_model(path, dict(input_shapes or {}))
     feeds = make_model_feeds(model, seed=seed)
     data = _serialized(model, path)
@@ -103,11 +113,7 @@ def profile_model(
                 clock = rec.clock(session.get_profiling_start_time_ns()) if rec is not None else None
                 for _ in range(warmup):
                     run()
-                samples = []
-                for _ in range(runs):
-                    t0 = time.perf_counter()
-                    run()
-                    samples.append(time.perf_counter() - t0)
+                samples = sessions.time_samples([run], tight)
         finally:
             profile_path = Path(session.end_profiling())
         log.debug("ORT profile: %s", profile_path)
@@ -117,8 +123,8 @@ def profile_model(
     if problem:
         log.warning("%s: GPU time per node falls back to ORT's kernel_time spans (CPU launch time)", problem)
         gpu, note = None, problem
-    return ProfileResult(events=events, profile_path=profile_path, wall=Timing.from_samples(samples),
-                         warmup=warmup, runs=runs, metadata=sessions.device_metadata(ep), gpu=gpu, cupti_note=note)
+    return ProfileResult(events=events, profile_path=profile_path, wall=Timing.from_samples(samples), warmup=warmup,
+                         runs=len(samples), metadata=sessions.device_metadata(ep), gpu=gpu, cupti_note=note)
 
 
 def _runner(session: Any, feeds: Mapping[str, Any], ep: EPConfig) -> Callable[[], None]:

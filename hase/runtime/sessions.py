@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import platform
 import socket
@@ -224,9 +225,40 @@ def time_samples(fns: Sequence[Callable[[], object]], policy: TimingPolicy, *,
         n = len(samples)
         if n >= policy.max_runs or elapsed >= policy.max_time_s:
             break
-        if n >= policy.min_runs and elapsed >= policy.min_time_s:
+        if n >= policy.min_runs and (elapsed >= policy.min_time_s or _tight(samples, policy.rel_ci, policy.min_runs)):
             break
     return samples
+
+
+#: z of a two-sided 95 % interval
+Z95 = 1.959964
+
+
+def median_ci(samples: Sequence[float] | np.ndarray, z: float = Z95) -> tuple[float, float]:
+    """A distribution-free confidence interval of the median (95 % by default): the order statistics of ranks
+    n/2 ∓ z·√n/2 (binomial, normal approximation; the sample's range below about 10 samples).
+
+        >>> median_ci([1.0, 1.1, 1.0, 1.2, 1.05, 1.0, 1.3, 1.02, 1.01, 1.0, 1.0, 1.04])
+        (1.0, 1.2)
+    """
+    x = np.sort(np.asarray(samples, dtype=float))
+    n = x.size
+    if n == 0:
+        raise ValueError("no samples")
+    half = z * math.sqrt(n) / 2
+    lo = max(math.floor(n / 2 - half), 1)
+    hi = min(math.ceil(n / 2 + 1 + half), n)
+    return float(x[lo - 1]), float(x[hi - 1])
+
+
+def _tight(samples: list[float], rel_ci: float, min_runs: int) -> bool:
+    """Whether the median's 95 % interval is within ± rel_ci of it (checked at min_runs, then every 5th run)."""
+    n = len(samples)
+    if rel_ci <= 0 or (n - min_runs) % 5:
+        return False
+    lo, hi = median_ci(samples)
+    med = float(np.median(samples))
+    return med > 0 and (hi - lo) / 2 <= rel_ci * med
 
 
 # ---------------------------------------------------------------- device metadata

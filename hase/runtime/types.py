@@ -72,13 +72,18 @@ HOST_FP = "host_fp"  # the measuring machine's fingerprint digest (`hase.runtime
 @dataclass(frozen=True)
 class TimingPolicy:
     """Stop rule of a timing loop: warm-up runs, then runs until both `min_runs` and `min_time_s` are met
-    or `max_runs` / `max_time_s` is hit (`hase.measure.config` checks a config's values against their ranges)."""
+    or `max_runs` / `max_time_s` is hit (`hase.measure.config` checks a config's values against their ranges).
+
+    `rel_ci` > 0 also stops the loop once `min_runs` are met and the median's 95 % confidence interval
+    (`hase.runtime.sessions.median_ci`) is within ± `rel_ci` of the median, before `min_time_s`: a quiet, tight
+    kernel is not repeated for the time floor's sake. 0 (the default) keeps the time floor."""
 
     warmup: int = 5
     min_runs: int = 10
     max_runs: int = 200
     min_time_s: float = 0.05
     max_time_s: float = 1.0
+    rel_ci: float = 0.0
 
 
 @dataclass(frozen=True)

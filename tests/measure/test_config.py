@@ -35,6 +35,10 @@ BAD = {
     "max time below min": ("[model_timing]\nmin_time_s = 2\nmax_time_s = 1\n" + DEVICE,
                            r"max_time_s = 1 is below min_time_s = 2"),
     "no device": ("[profile]\nruns = 3\n", r"defines no \[\[device\]\]"),
+    "profile min above runs": ("[profile]\nruns = 5\nmin_runs = 6\n" + DEVICE,
+                               r"\[profile\] min_runs = 6 is above runs = 5: lower min_runs or raise runs"),
+    "interval over 100 %": ("[model_timing]\nrel_ci = 2\n" + DEVICE,
+                            r"\[model_timing\] rel_ci = 2 is out of range: use a number from 0 to 1"),
     "device not a table": ("device = 3\n", r"device must be an array of \[\[device\]\] tables"),
     "negative threads": (DEVICE + "intra_op_threads = -2\n",
                          r"\[\[device\]\] #1 intra_op_threads = -2 is out of range: use an integer from 0 to 1024"),
@@ -70,6 +74,12 @@ def test_good_config_and_defaults(tmp_path):
     assert (cfg.devices[0].intra_op_threads, cfg.devices[0].inter_op_threads) == (1, 1)
     assert cfg.settings.model.max_runs == 400 and cfg.settings.model.min_runs == MeasureSettings().model.min_runs
     assert cfg.settings.model_blocks == 3 and cfg.settings.canary == CanaryPolicy()  # the defaults
+    path.write_text(DEVICE + "[profile]\nruns = 8\nmin_runs = 4\nrel_ci = 0.03\n[kernel_timing]\nrel_ci = 0.02\n")
+    settings = load_collect_config(path).settings
+    assert (settings.profile_runs, settings.profile_min_runs, settings.profile_rel_ci) == (8, 4, 0.03)
+    assert settings.kernel.rel_ci == 0.02 and settings.model.rel_ci == MeasureSettings().model.rel_ci
+    path.write_text(DEVICE + "[profile]\nruns = 8\n")
+    assert load_collect_config(path).settings.profile_min_runs == 8  # no min_runs: every run is made
 
 
 def test_robust_and_canary_tables(tmp_path):

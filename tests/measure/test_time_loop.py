@@ -145,3 +145,42 @@ def test_device_metadata_has_the_store_columns():
     assert tuple(meta) == DEVICE_META_COLS
     assert meta["device"] == "cpu-x" and meta["intra_op_threads"] == 2
     assert meta["execution_provider"] == "CPUExecutionProvider" and meta["gpu_name"] == ""
+
+
+def test_median_ci_is_the_order_statistics_around_the_median():
+    samples = [float(v) for v in range(1, 16)]  # 15 samples: ranks 7.5 -/+ 1.96 * sqrt(15) / 2 -> 3 and 13
+    assert sessions.median_ci(samples) == (3.0, 13.0)
+    assert sessions.median_ci(samples[::-1]) == (3.0, 13.0)  # order does not matter
+    assert sessions.median_ci([5.0, 1.0, 9.0]) == (1.0, 9.0)  # a few samples: their range
+    with pytest.raises(ValueError, match="no samples"):
+        sessions.median_ci([])
+
+
+def test_a_tight_median_stops_the_loop_before_the_time_floor():
+    log: list[int] = []
+    clock = Clock()
+    fns = runners(1, log, clock, itertools.repeat(1 / 1024))  # every run the same: the interval is one point
+    policy = TimingPolicy(warmup=0, min_runs=10, max_runs=1000, min_time_s=1.0, max_time_s=10.0, rel_ci=0.02)
+    t = sessions.time_loop(fns, policy, clock=clock)
+    assert t.n == 10  # without rel_ci: 1024 runs to reach min_time_s
+
+
+def test_a_wide_median_runs_on_to_the_time_floor():
+    log: list[int] = []
+    clock = Clock()
+    fns = runners(1, log, clock, itertools.cycle([1 / 1024, 2 / 1024]))  # half the runs twice as slow
+    policy = TimingPolicy(warmup=0, min_runs=10, max_runs=1000, min_time_s=30 / 1024, max_time_s=10.0, rel_ci=0.02)
+    t = sessions.time_loop(fns, policy, clock=clock)
+    assert t.n == 20  # the interval spans 1 to 2 ms: only the time floor (30 ms) stops it, at 20 runs
+
+
+def test_the_interval_is_checked_at_min_runs_then_every_fifth_run():
+    log: list[int] = []
+    clock = Clock()
+    # 10 scattered runs, then identical ones: the interval narrows as the identical ones outnumber the others
+    durations = itertools.chain([k / 1024 for k in (1, 9, 2, 8, 3, 7, 4, 6, 5, 10)], itertools.repeat(5 / 1024))
+    policy = TimingPolicy(warmup=0, min_runs=10, max_runs=1000, min_time_s=10.0, max_time_s=10.0, rel_ci=0.05)
+    t = sessions.time_loop(runners(1, log, clock, durations), policy, clock=clock)
+    assert t.n > 10 and (t.n - 10) % 5 == 0
+    lo, hi = sessions.median_ci([d * 1e-3 for d in [1, 9, 2, 8, 3, 7, 4, 6, 5, 10] + [5] * (t.n - 10)])
+    assert (hi - lo) / 2 <= 0.05 * 5e-3

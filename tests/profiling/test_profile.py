@@ -319,6 +319,19 @@ def test_profile_model_skips_warmup(tmp_path):
     assert result.metadata["execution_provider"] == profile.CPU_PROVIDER
 
 
+def test_profiled_runs_stop_once_their_median_is_tight(tmp_path):
+    model = _tiny_model(tmp_path / "m.onnx")
+    shapes = {"x": (2, 3, 16, 16)}
+    # two runs' interval is their range: (b - a) / 2 is always within the median (a + b) / 2, so rel_ci=1 stops at 2
+    quick = profile_model(model, EPConfig(), runs=10, warmup=1, input_shapes=shapes, min_runs=2, rel_ci=1.0)
+    assert quick.runs == 2 and quick.wall.n == 2
+    assert decompose.decompose(quick.events, quick.skip_runs)[decompose.RUN_ID].tolist() == [1, 2]
+    full = profile_model(model, EPConfig(), runs=5, warmup=1, input_shapes=shapes, min_runs=2)  # rel_ci 0: no early stop
+    assert full.runs == 5 and decompose.decompose(full.events, full.skip_runs)[decompose.RUN_ID].tolist() == [1, 2, 3, 4, 5]
+    with pytest.raises(HaseError, match="1 <= min_runs <= runs"):
+        profile_model(model, EPConfig(), runs=3, warmup=1, input_shapes=shapes, min_runs=4)
+
+
 def test_cli_profiles_a_model(tmp_path, capsys):
     model = _tiny_model(tmp_path / "m.onnx")
     rc = main(["profile", str(model), "--runs", "3", "--warmup", "1", "--input-shape", "x=1,3,16,16",
