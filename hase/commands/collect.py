@@ -47,8 +47,10 @@ from hase.measure.progress import (
 from hase.measure.store import Store
 from hase.runtime import sessions
 from hase.runtime.types import EPConfig
+from hase.sampler.active import store_order
 from hase.sampler.config import read_zoo
 from hase.zoo.order import coverage_order
+from hase.zoo.registry import ModelSpec
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +80,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--spans-only", action="store_true",
                    help="measure full models only (their profiled node spans: the `span` target `hase train` ships); "
                         "skip the standalone kernel timings (warm, cold)")
-    p.add_argument("--order", choices=["coverage", "config"], default="coverage",
+    p.add_argument("--order", choices=["coverage", "active", "config"], default="coverage",
                    help="the zoo's order: 'coverage' (default) architectures one family at a time in turn, then "
-                        "sampled blocks likewise, so a run cut short holds every family; 'config': the file's")
+                        "sampled blocks likewise, so a run cut short holds every family; 'active': architectures, "
+                        "then the blocks of the ops real graphs spend most time in and a surrogate forest is least "
+                        "sure of, chosen as the run goes (one --device); 'config': the file's")
     p.add_argument("--retry-skips", action="store_true",
                    help="try every job recorded as skipped again (a skip under other settings is retried anyway)")
     p.add_argument("--cluster", default=None, metavar="ADDRESS",
@@ -93,16 +97,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def gather_sources(args: argparse.Namespace) -> tuple[Iterator[coll.ModelSource], int]:
-    """The models to collect, lazily for the zoo, and how many there are (for the ETA)."""
+def gather_sources(args: argparse.Namespace, device: str | None = None) -> tuple[Iterator[coll.ModelSource], int]:
+    """The models to collect, lazily for the zoo, and how many there are (for the ETA). The active order chooses
+    from what `args.store` holds for `device` as the run goes."""
     chains: list[Iterable[coll.ModelSource]] = []
     total = 0
     if args.zoo and args.zoo != "none":
         config = read_zoo(paths.config_file(args.zoo, paths.ZOO_CONFIG))
+        specs: Iterable[ModelSpec] | None = None
         if args.order == "coverage":
             config = dataclasses.replace(config, specs=tuple(coverage_order(config.specs)))
+        elif args.order == "active":
+            if device is None:
+                raise HaseError("--order active chooses as a collect on this host measures: drop --cluster or use "
+                                "--order coverage")
+            specs = store_order(config.specs, args.store, device)
         total += len(config.specs)
-        chains.append(coll.zoo_sources(config, args.zoo_dir))
+        chains.append(coll.zoo_sources(config, args.zoo_dir, specs))
     for d in args.models_dir:
         srcs = coll.dir_sources(d)
         total += len(srcs)
@@ -142,7 +153,10 @@ def run(args: argparse.Namespace) -> int:
     if args.cluster is not None:
         return run_cluster(args)
     cfg = checked_config(args)
-    sources, total = gather_sources(args)
+    if args.order == "active" and len(cfg.devices) != 1:
+        raise HaseError(f"--order active chooses from one device's measurements, and {len(cfg.devices)} are "
+                        f"selected: give one --device NAME (e.g. --device {cfg.devices[0].name})")
+    sources, total = gather_sources(args, cfg.devices[0].name)
     console = stderr_console()
     with Store(args.store) as store:
         with collect_progress(console, total * len(cfg.devices)) as on_event:

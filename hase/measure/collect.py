@@ -65,6 +65,7 @@ from hase.runtime.host import HostFingerprint
 from hase.runtime.types import EPConfig, TimingPolicy
 from hase.zoo import ZooConfig, ensure_zoo
 from hase.zoo.blocks import is_sampled
+from hase.zoo.registry import ModelSpec
 
 __all__ = ["CollectConfig", "CollectReport", "DeviceRun", "ModelSource", "WorkerSummary", "collect", "device_jobs",
            "dir_sources", "load_collect_config", "model_jobs", "zoo_sources"]
@@ -126,10 +127,11 @@ class CollectReport:
     return_s: list[float] = field(default_factory=list)
 
 
-def zoo_sources(zoo_config: ZooConfig, out_dir: str | Path = paths.ZOO_DIR) -> Iterator[ModelSource]:
+def zoo_sources(zoo_config: ZooConfig, out_dir: str | Path = paths.ZOO_DIR,
+                specs: Iterable[ModelSpec] | None = None) -> Iterator[ModelSource]:
     """Build (where missing) and yield a parsed zoo config's models one at a time
-    (`hase.sampler.config.read_zoo` reads one with its sampled blocks)."""
-    for entry in ensure_zoo(zoo_config, out_dir):
+    (`hase.sampler.config.read_zoo` reads one with its sampled blocks), in `specs`' order when given."""
+    for entry in ensure_zoo(zoo_config, out_dir, specs):
         yield ModelSource(entry.spec.name, entry.spec.family, Path(entry.path))
 
 

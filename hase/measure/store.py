@@ -358,6 +358,26 @@ class Store:
                 "SELECT DISTINCT n.kernel_id FROM model_nodes n JOIN models m ON n.model_id = m.model_id AND "
                 "n.opt_level = m.opt_level WHERE m.sha256 = ? AND m.opt_level = ?", (sha256, opt_level))]
 
+    def model_latencies(self, device: str) -> dict[str, float]:
+        """The latency (ms) of every model measured on `device`, by the stem of its file's name (a zoo model's
+        spec name); `hase.sampler.active` reads it between jobs."""
+        with self._errors():
+            rows = self.conn.execute(
+                "SELECT m.source, mm.latency_ms FROM model_measurements mm JOIN (SELECT DISTINCT model_id, source "
+                "FROM models) m ON m.model_id = mm.model_id WHERE mm.device = ?", (device,)).fetchall()
+        return {Path(str(source)).stem: float(ms) for source, ms in rows if ms is not None}
+
+    def op_span_totals(self, device: str, skip_family_prefix: str) -> dict[str, float]:
+        """In-model time (ms, node spans summed) by op type over the models measured on `device` whose family does
+        not start with `skip_family_prefix` (the sampled blocks'): where real-shaped graphs spend their time."""
+        with self._errors():
+            rows = self.conn.execute(
+                "SELECT ns.op_type, SUM(ns.span_ms) FROM node_spans ns JOIN model_measurements mm ON "
+                "mm.model_id = ns.model_id AND mm.device = ns.device WHERE ns.device = ? AND "
+                "substr(mm.family, 1, ?) != ? GROUP BY ns.op_type",
+                (device, len(skip_family_prefix), skip_family_prefix)).fetchall()
+        return {str(op): float(ms) for op, ms in rows if ms is not None}
+
     def known_kernels(self) -> set[str]:
         """Ids of every kernel signature in the store."""
         with self._errors():

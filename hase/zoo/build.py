@@ -11,7 +11,7 @@ import io
 import json
 import logging
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,17 +60,19 @@ def zoo_dir(config_path: str | Path, out_dir: str | Path) -> Path:
     return Path(out_dir) / Path(config_path).stem
 
 
-def ensure_zoo(config: ZooConfig, out_dir: str | Path) -> Iterator[ZooEntry]:
+def ensure_zoo(config: ZooConfig, out_dir: str | Path, specs: Iterable[ModelSpec] | None = None
+               ) -> Iterator[ZooEntry]:
     """Yield every model of a parsed zoo config (`hase.sampler.config.read_zoo` adds its sampled blocks), writing
     only missing or stale files into `out_dir / config.name`; index.csv is written last.
 
-    Models are built one at a time as the iterator is consumed, so memory holds at most one model.
-    The index is only rewritten when the iteration runs to the end.
+    Models are built one at a time as the iterator is consumed, so memory holds at most one model. `specs`: the
+    config's models in another order, taken one at a time as they are built (`hase.sampler.active` chooses each
+    next one from what was measured). The index is only rewritten when the iteration runs to the end.
     """
     folder = Path(out_dir) / config.name
     folder.mkdir(parents=True, exist_ok=True)
     rows = []
-    for spec in config.specs:
+    for spec in config.specs if specs is None else specs:
         path = folder / f"{spec.name}.onnx"
         row, built = _build_file(spec, path, config)
         rows.append(row)
