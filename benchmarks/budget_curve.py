@@ -97,7 +97,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("data/curve"))
     ap.add_argument("--zoo", default=paths.ZOO_CONFIG)
     ap.add_argument("--config", default=paths.PREDICTOR_CONFIG)
-    ap.add_argument("--order", choices=["coverage", "config"], default="coverage")
+    ap.add_argument("--order", choices=["coverage", "active", "config"], default="coverage")
     ap.add_argument("--with-kernels", action="store_true", help="also time every kernel standalone (warm, cold)")
     ap.add_argument("--models", type=Path, default=None, help="a dev-set folder to score on (with --truth)")
     ap.add_argument("--truth", nargs="*", default=[], help="devset.csv files of `hase evaluate --devset` runs")
