@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
+from sampler_cases import FAST
 
 from hase.cli import main
 from hase.measure.store import Store
@@ -111,26 +112,6 @@ def test_blocks_measured_before_go_first_and_count_as_seeds():
     assert [s.family for s in order[4:10]] == ["sampled-conv", "sampled-norm"] * 3  # matmul's seeds are in already
 
 
-FAST = """
-[model_timing]
-warmup = 1
-min_runs = 3
-max_runs = 10
-min_time_s = 0.0
-max_time_s = 0.1
-[profile]
-warmup = 1
-runs = 2
-[canary]
-enabled = false
-[robust]
-passes = 1
-[[device]]
-name = "cpu-test"
-ep = "cpu"
-intra_op_threads = 1
-opt_level = "all"
-"""
 SAMPLED = f"""
 seed = 0
 [families]

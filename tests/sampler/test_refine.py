@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
+from sampler_cases import FAST
 
 from hase import zoo
 from hase.cli import main
@@ -17,33 +18,6 @@ from hase.sampler.refine import neighbours, refine, spec_from_name
 REPO = Path(__file__).resolve().parents[2]
 RANGES = REPO / "configs" / "kernel_ranges.csv"
 PREDICTOR = REPO / "configs" / "predictor.toml"
-FAST = """
-[kernel_timing]
-warmup = 1
-min_runs = 3
-max_runs = 10
-min_time_s = 0.0
-max_time_s = 0.03
-[model_timing]
-warmup = 1
-min_runs = 3
-max_runs = 10
-min_time_s = 0.0
-max_time_s = 0.1
-[profile]
-warmup = 1
-runs = 2
-[cold]
-sessions = 2
-max_mb = 16
-[canary]
-enabled = false
-[[device]]
-name = "cpu-test"
-ep = "cpu"
-intra_op_threads = 1
-opt_level = "all"
-"""
 ZOO = f"""
 seed = 0
 [sampler]
