@@ -30,9 +30,10 @@ REPORT ?= reports
 DEVSET ?= models/dev
 DEVSET_OUT ?= reports/devset
 
-# A cpu-1t predictor of this host's own in minutes (issue 30): the zoo's models profiled for a budget, in coverage
-# order, spans only, then trained on the span target (docs/host.md). Resumable: run it again to measure more.
+# A cpu-1t predictor of this host's own in minutes (issue 30): the zoo's models profiled for a budget, in active
+# order (OWN_ORDER=coverage: breadth first), spans only, then trained on the span target (docs/host.md). Resumable.
 OWN_BUDGET_S ?= 660
+OWN_ORDER ?= active
 OWN_STORE ?= data/own.sqlite
 OWN_PREDICTORS ?= data/predictors-own
 
@@ -87,7 +88,7 @@ demo:
 	@echo "Next: $(HASE) predict MODEL.onnx [--measure]; a predictor of your own from the full zoo: make collect train report (35-60 min on the 2-core VM the shipped predictors come from)."
 
 own-predictor: setup
-	$(HASE) collect --zoo $(ZOO) --devices $(DEVICE) --device cpu-1t --store $(OWN_STORE) --spans-only --budget-s $(OWN_BUDGET_S)
+	$(HASE) collect --zoo $(ZOO) --devices $(DEVICE) --device cpu-1t --store $(OWN_STORE) --spans-only --budget-s $(OWN_BUDGET_S) --order $(OWN_ORDER)
 	$(HASE) train --store $(OWN_STORE) --out $(OWN_PREDICTORS) --config configs/predictor.toml --device cpu-1t --targets span
 
 test: setup
