@@ -109,8 +109,7 @@ def gather_sources(args: argparse.Namespace, device: str | None = None) -> tuple
             config = dataclasses.replace(config, specs=tuple(coverage_order(config.specs)))
         elif args.order == "active":
             if device is None:
-                raise HaseError("--order active chooses as a collect on this host measures: drop --cluster or use "
-                                "--order coverage")
+                raise HaseError("--order active needs the one device it chooses for: give --device NAME")
             specs = store_order(config.specs, args.store, device)
         total += len(config.specs)
         chains.append(coll.zoo_sources(config, args.zoo_dir, specs))
@@ -173,6 +172,9 @@ def run_cluster(args: argparse.Namespace) -> int:
 
     if args.budget_s is not None or args.spans_only:
         raise HaseError("--budget-s and --spans-only are for a collect on this host: drop them or --cluster")
+    if args.order == "active":
+        raise HaseError("--order active chooses from what a collect on this host measures: use --order coverage "
+                        "with --cluster")
     ray = fleet.import_ray()
     if args.max_retries < 0:
         raise HaseError(f"--max-retries {args.max_retries} is out of range: give 0 or more")

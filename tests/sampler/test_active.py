@@ -156,3 +156,11 @@ def test_active_order_needs_one_device(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "--order active chooses from one device's measurements" in err and "\n" not in err
     assert not store.exists()
+
+
+def test_active_order_is_refused_with_a_cluster_before_anything_is_opened(tmp_path, capsys):
+    store = tmp_path / "s.sqlite"
+    assert main(["collect", "--cluster", "auto", "--order", "active", "--store", str(store)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--order active chooses from what a collect on this host measures" in err and "\n" not in err
+    assert not store.exists()
