@@ -21,8 +21,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description="Measure, within --budget-s, this host's speed signature and a transfer set "
                                    "(real exported models and the zoo's models and sampled blocks: one model of every "
                                    "family, smallest first, then the families the source predictor is most wrong "
-                                   "about here), then write an adapted predictor: per-forest "
-                                   "scale factors shrunk toward the global one, the calibration refitted on the "
+                                   "about here), then write an adapted predictor: a host map of the kernel "
+                                   "predictions (a curve over their size, an offset per forest), the calibration "
+                                   "refitted on the "
                                    "measured models, this host's fingerprint and signature, the source recorded. "
                                    "It is written as <device>@<host digest> into the user directory (or --out), "
                                    "where `hase predict --device <device>` picks it on this host. Ctrl-C leaves "
@@ -85,8 +86,8 @@ def print_result(r: AdaptResult) -> None:
     c.print(f"adapted predictor {r.name} written to {r.out_dir} (from {r.source}, target {r.target}) in "
             f"{r.spent_s:.0f} s: {r.n_models} transfer models, {r.n_kernels} kernel measurements", markup=False)
     top = sorted(r.scales.items(), key=lambda kv: -kv[1]["n"])[:8]
-    c.print(f"kernel scales: global ×{r.global_scale:.2f}; " + ", ".join(
-        f"{k} ×{v['scale']:.2f} (n={int(v['n'])})" for k, v in top), markup=False)
+    c.print(f"kernel scales: global ×{r.global_scale:.2f}; by size {r.host_map.describe()}; forests beyond "
+            "that: " + ", ".join(f"{k} ×{v['scale']:.2f} (n={int(v['n'])})" for k, v in top), markup=False)
     b, a = r.calibration_before, r.calibration_after
     c.print(f"calibration ({r.calibration_choice}): {b.describe()} → {a.describe()}", markup=False)
     c.print(f"on the measured transfer models (in-sample): ±10 % {r.source_acc10:.0%} → {r.adapted_acc10:.0%}, RMSPE "

@@ -5,14 +5,13 @@ way collect measures a model (`hase.measure.model.measure_model`: robust latency
 standalone target, each unique kernel as collect's kernel jobs do), one of every family first and then where the
 source predictor is most wrong here (`next_family`), until the budget is spent. Then:
 
-1. **Per-forest scales.** Each kernel's measured target over the source predictor's prediction, grouped by the
-   forest that predicts it (its op key's own forest, its family's, or the generic one): the forest's scale is the
-   ratio of the summed measured and predicted times, shrunk toward the global ratio by `shrink` pseudo-kernels
-   (a forest seen on few kernels stays near the global scale; one never seen gets it). The scale is folded into
-   the forest's leaves (log target: + log s), so the adapted predictor predicts exactly as any other.
+1. **A host map** (`hase.predict.host_map`): log(measured / predicted) of each kernel as a curve over the
+   prediction's size plus an offset per forest (its op key's own forest, its family's, or the generic one),
+   each shrunk by `shrink` pseudo-kernels; the adapted predictor carries it and applies it after its band clamp,
+   so it predicts exactly as any other.
 2. **Calibration.** On the measured full models (not the one-kernel sampled blocks): the source calibration
    rescaled by the median ratio, or refitted (its form, relative least squares) when there are enough models;
-   the one with the lower leave-one-model-out RMSPE is kept.
+   the one with the lower leave-one-model-out RMSPE is kept; the source's weight streaming is kept with it.
 3. **Written atomically** as `<device>@<this host's fingerprint digest>` in the user directory (or `out_root`),
    with this host's fingerprint and signature and an `adaptation` record (source, scales, calibration, in-sample
    scores before and after); `hase predict --device <device>` then picks it on this host. An interrupt leaves
@@ -43,6 +42,7 @@ from hase.predict.bundle import PredictorBundle, load_bundle, manifest_ep_config
 from hase.predict.calibration import Calibration, fit_calibration
 from hase.predict.estimate import compose
 from hase.predict.forest import FittedForest
+from hase.predict.host_map import HostMap, fit_host_map
 from hase.predict.locate import adapted_name, find_predictor
 from hase.predict.manifest import CalibrationEntry
 from hase.predict.metrics import Scores, score
@@ -78,6 +78,7 @@ class AdaptResult:
     target: str
     global_scale: float
     scales: dict[str, dict[str, float]]
+    host_map: HostMap
     calibration_before: Calibration
     calibration_after: Calibration
     calibration_choice: str
@@ -163,6 +164,7 @@ def write_adaptation(source: Path, bundle: PredictorBundle, measured: Sequence[M
               "source_host": bundle.manifest.host.to_dict() if bundle.manifest.host is not None else None,
               "target": target, "budget_s": budget_s, "spent_s": round(time.perf_counter() - t0, 1),
               "survey": survey, "global_scale": a.global_scale, "scales": a.scales, "shrink": shrink,
+              "host_map": a.predictor.host_maps_[-1].to_dict(),
               "calibration": {"before": cal.to_dict(), "after": a.calibration.to_dict(),
                               "choice": a.calibration_choice},
               "scores": {"source": a.before.to_dict(), "adapted": a.after.to_dict()},
@@ -178,8 +180,8 @@ def write_adaptation(source: Path, bundle: PredictorBundle, measured: Sequence[M
     say(f"writing {out / name}")
     out_dir = save_bundle(out / name, manifest, {target: a.predictor})
     n_kernels = sum(int(np.isfinite(m.target_ms).sum()) for m in measured)
-    return AdaptResult(out_dir, name, source, target, a.global_scale, a.scales, cal, a.calibration,
-                       a.calibration_choice, len(measured), n_kernels, a.before.acc10, a.before.rmspe,
+    return AdaptResult(out_dir, name, source, target, a.global_scale, a.scales, a.predictor.host_maps_[-1], cal,
+                       a.calibration, a.calibration_choice, len(measured), n_kernels, a.before.acc10, a.before.rmspe,
                        a.after.acc10, a.after.rmspe, time.perf_counter() - t0, tuple(skipped))
 
 
@@ -270,58 +272,38 @@ def measure_one(src: ModelSource, ep: EPConfig, target: str, settings: MeasureSe
                          tuple(float(v) if v is not None and v > 0 else math.nan for v in values))
 
 
-def _member_label(key: str, source: str, member: FittedForest) -> str:
+def member_label(key: str, source: str, member: FittedForest) -> str:
+    """The name a forest goes by in scales and host maps: its op key, or family:source of a fallback forest."""
     return key if source == "op" else f"{member.family}:{source}"
 
 
 def scale_forests(pred: KernelPredictor, measured: Sequence[MeasuredModel],
                   shrink: float) -> tuple[KernelPredictor, dict[str, dict[str, float]], float]:
-    """A copy of `pred` whose every forest's predictions are multiplied by its shrunk measured/predicted ratio;
-    returns it, the scales by forest (label: op key, or family:source of a fallback forest) and the global one."""
-    meas: dict[int, list[float]] = {}
-    preds: dict[int, list[float]] = {}
-    labels: dict[int, str] = {}
+    """A copy of `pred` that carries one more host map (`hase.predict.host_map`), fitted to the measured kernels:
+    returns it, each forest's record (its offset's scale once the size curve is applied, its raw measured/predicted
+    ratio, its kernel count) and the global ratio of summed measured to summed predicted times."""
+    labels: list[str] = []
+    p: list[float] = []
+    y: list[float] = []
     for m in measured:
         uniq = {s.kernel_id: s for s in m.specs}
-        out = pred.predict_routes(list(uniq.values()), 1)
-        p_of = dict(zip(uniq, out[2], strict=True))
-        for spec, y in zip(m.specs, m.target_ms, strict=True):
-            if not math.isfinite(y):
-                continue
-            key, source, member = pred.route(spec)
-            meas.setdefault(id(member), []).append(y)
-            preds.setdefault(id(member), []).append(float(p_of[spec.kernel_id]))
-            labels.setdefault(id(member), _member_label(key, source, member))
-    total_y = sum(sum(v) for v in meas.values())
-    total_p = sum(sum(v) for v in preds.values())
-    g = math.log(total_y / total_p) if total_p > 0 and total_y > 0 else 0.0
-    logs: dict[int, float] = {}
+        p_of = dict(zip(uniq, pred.predict_routes(list(uniq.values()), 1)[2], strict=True))
+        for spec, t in zip(m.specs, m.target_ms, strict=True):
+            if math.isfinite(t):
+                labels.append(member_label(*pred.route(spec)))
+                p.append(float(p_of[spec.kernel_id]))
+                y.append(t)
+    hmap = fit_host_map(labels, p, y, shrink)
+    pa, ya = np.array(p), np.array(y)
     scales: dict[str, dict[str, float]] = {}
-    for mid, ys in meas.items():
-        n, ratio = len(ys), sum(ys) / max(sum(preds[mid]), 1e-12)
-        logs[mid] = (n * math.log(ratio) + shrink * g) / (n + shrink)
-        scales[labels[mid]] = {"scale": round(math.exp(logs[mid]), 5), "measured_ratio": round(ratio, 5), "n": n}
-    return _scaled_copy(pred, logs, g), scales, round(math.exp(g), 5)
-
-
-def _scaled_copy(pred: KernelPredictor, logs: dict[int, float], g: float) -> KernelPredictor:
-    """`pred` with each member's leaves shifted by its log scale (`logs`, keyed by the member's id in `pred`; `g`
-    for a member no kernel measured)."""
-    new: dict[int, FittedForest] = {}
-
-    def scaled(m: FittedForest) -> FittedForest:
-        if id(m) not in new:
-            s = logs.get(id(m), g)
-            value = m.forest.value + s if pred.log_target else m.forest.value * math.exp(s)
-            new[id(m)] = dataclasses.replace(m, forest=dataclasses.replace(m.forest, value=value))
-        return new[id(m)]
-
+    for label in sorted(set(labels)):
+        idx = np.array([i for i, a in enumerate(labels) if a == label])
+        scales[label] = {"scale": round(math.exp(hmap.offsets[label]), 5),
+                         "measured_ratio": round(float(ya[idx].sum() / max(pa[idx].sum(), 1e-12)), 5), "n": len(idx)}
     meta, arrays = pred.to_arrays()
     out = KernelPredictor.from_arrays(meta, arrays)
-    out.forests_ = {k: scaled(m) for k, m in pred.forests_.items()}
-    out.family_forests_ = {k: scaled(m) for k, m in pred.family_forests_.items()}
-    out.generic_ = scaled(pred.generic_)
-    return out
+    out.host_maps_ = (*pred.host_maps_, hmap)
+    return out, scales, round(float(ya.sum() / pa.sum()), 5)
 
 
 def recalibrate(pred: KernelPredictor, cal: Calibration,
@@ -329,7 +311,8 @@ def recalibrate(pred: KernelPredictor, cal: Calibration,
     """The calibration of the adapted predictor on the measured full models (module docstring), which candidate won,
     and the fit data (model, family, sum_ms, n_kernels, measured_ms, adapted_ms)."""
     full = [m for m in measured if not m.family.startswith(SAMPLED)] or list(measured)
-    sums = np.array([compose(list(m.specs), pred, Calibration()).sum_ms for m in full])
+    stream = Calibration(kappa=cal.kappa, stream_power=cal.stream_power)  # the sums the calibration is applied to
+    sums = np.array([compose(list(m.specs), pred, stream).sum_ms for m in full])
     n = np.array([len(m.specs) for m in full], dtype=float)
     y = np.array([m.latency_ms for m in full])
     form = cal.form if cal.form != "raw" else "scale"
@@ -338,8 +321,9 @@ def recalibrate(pred: KernelPredictor, cal: Calibration,
         c = float(np.exp(np.median(np.log(y[idx] / cal.apply(sums[idx], n[idx]))))) if len(idx) else 1.0
         return cal.scaled(c)
 
-    def refit(idx: np.ndarray) -> Calibration:
-        return fit_calibration(sums[idx], n[idx], y[idx], form, "relative")
+    def refit(idx: np.ndarray) -> Calibration:  # the source's weight streaming kept: the sums include it
+        return dataclasses.replace(fit_calibration(sums[idx], n[idx], y[idx], form, "relative"),
+                                   kappa=cal.kappa, stream_power=cal.stream_power)
 
     candidates: dict[str, Callable[[np.ndarray], Calibration]] = {"rescaled": rescaled}
     if len(full) >= {"scale": 3, "per_kernel": 4}.get(form, 5) + 2:

@@ -24,6 +24,7 @@ from hase.measure.types import HostPeaks
 from hase.predict import features
 from hase.predict import roofline as roofline_model  # `roofline` is also a KernelPredictor parameter
 from hase.predict.forest import ARRAY_DTYPES, FittedForest, PackedForest, fit_base, linear_base_ms, pack_forest
+from hase.predict.host_map import HostMap
 from hase.predict.manifest import RETRAIN, PredictorSummary
 
 if TYPE_CHECKING:  # pragma: no cover - pandas loads only where a DataFrame is asked for
@@ -117,6 +118,7 @@ class KernelPredictor:
     n_samples_: dict[str, int]
     n_kernels_: int
     bands_: dict[str, tuple[float, float]]
+    host_maps_: tuple[HostMap, ...]
 
     def __init__(self, params: Mapping[str, Mapping[str, Any]] | None = None, log_target: bool = True,
                  min_samples: int = 8, tree_scale: float = 1.0, random_state: int = 0, n_jobs: int = 1,
@@ -146,6 +148,7 @@ class KernelPredictor:
                             f"{roofline_model.OVERHEAD_NODE!r}")
         self.overhead = overhead
         self.bands_ = {}
+        self.host_maps_ = ()
 
     def host_peaks(self) -> HostPeaks | None:
         """The peaks the predictor was trained with (None: no roofline)."""
@@ -313,6 +316,11 @@ class KernelPredictor:
             low, high = roofline_model.band_ms(roof, [features.family_of(s.op_type).name for s in specs], self.bands_)
             pred, clamped = roofline_model.clamp(pred, low, high)
             draws = np.clip(draws, low[:, None], high[:, None])
+        if self.host_maps_:  # after the clamp: the bands are the source host's (`hase.predict.host_map`)
+            labels = [r[0] if r[1] == SOURCE_OP else f"{r[2].family}:{r[1]}" for r in routes]
+            for m in self.host_maps_:
+                f = np.exp(m.log_factor(pred, labels))
+                pred, draws = pred * f, draws * f[:, None]
         return Routes([r[0] for r in routes], [r[1] for r in routes], pred, draws, roof, clamped)
 
     def _tree_predictions(self, member: FittedForest, X: NDArray[np.float32]) -> NDArray[np.float64]:
@@ -348,6 +356,8 @@ class KernelPredictor:
                 "n_samples": dict(self.n_samples_), "n_kernels": self.n_kernels_}
         if self.bands_:
             meta["bands"] = {k: list(v) for k, v in self.bands_.items()}
+        if self.host_maps_:
+            meta["host_maps"] = [m.to_dict() for m in self.host_maps_]
         return meta, arrays
 
     @classmethod
@@ -376,6 +386,10 @@ class KernelPredictor:
         pred.n_samples_ = _typed_map(meta, "n_samples", int)
         pred.n_kernels_ = _get(meta, "n_kernels", (int,), "")
         pred.bands_ = _bands(meta)
+        maps = meta.get("host_maps", [])
+        if not isinstance(maps, list) or not all(isinstance(m, dict) for m in maps):
+            raise ValueError("host_maps is not a list of objects")
+        pred.host_maps_ = tuple(HostMap.from_dict(m) for m in maps)
         if pred.peaks is not None:
             try:
                 pred.host_peaks()

@@ -1,5 +1,5 @@
 """hase.predict.adapt on the tiny store's predictor: the adapted predictor loads, records its source and this host's
-fingerprint and signature, predicts, and is the one the lookup picks here; its scales fold into the forests; an
+fingerprint and signature, predicts, and is the one the lookup picks here; its host map multiplies every prediction; an
 interrupted adaptation writes nothing. Trained predictors keep their machine's fingerprint, signature and noise."""
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from hase.errors import HaseError
 from hase.measure.signature import Signature
 from hase.measure.store import Store
 from hase.measure.types import ModelSource
-from hase.predict.adapt import MeasuredModel, adapt, next_family, scale_forests
+from hase.predict.adapt import MeasuredModel, adapt, next_family, recalibrate, scale_forests
 from hase.predict.bundle import load_bundle, read_manifest
+from hase.predict.calibration import Calibration
 from hase.predict.dataset import load_device_data
 from hase.predict.estimate import estimate_model
 from hase.predict.locate import find_predictor
@@ -62,26 +63,42 @@ def test_the_adapted_predictor_loads_records_its_source_and_predicts(root):
     assert est.latency_ms > 0 and est.n_kernels == 3
 
 
-def test_scale_factors_fold_into_the_forests(root):
+def test_the_host_map_multiplies_every_prediction_and_travels_with_the_predictor(root):
     data = load_device_data(root / "tiny.sqlite")
     specs = list(data.specs.values())[:12]
     pred = load_bundle(root / "predictors" / "cpu-1t").predictors["warm"]
     base = pred.predict(specs)
     doubled = MeasuredModel("x", "convnet", 1.0, tuple(specs), tuple(2 * base))
     scaled, scales, global_scale = scale_forests(pred, [doubled], shrink=5.0)
-    assert global_scale == pytest.approx(2.0) and all(s["scale"] == pytest.approx(2.0) for s in scales.values())
-    # a prediction doubled past its band's edge is clamped there (`KernelPredictor.predict_bounded`): compare the rest
-    bands = zip(pred.predict_bounded(specs, 1).clamped, scaled.predict_bounded(specs, 1).clamped, strict=True)
-    free = [i for i, (a, b) in enumerate(bands) if not a and not b]
-    assert len(free) >= len(specs) // 2
-    np.testing.assert_allclose(scaled.predict(specs)[free], 2 * base[free], rtol=1e-9)
+    assert global_scale == pytest.approx(2.0)
+    assert all(s["measured_ratio"] == pytest.approx(2.0) for s in scales.values())
+    # applied after the band clamp: a prediction at its band's edge is doubled too
+    np.testing.assert_allclose(scaled.predict(specs), 2 * base, rtol=1e-9)
     np.testing.assert_allclose(pred.predict(specs), base)  # the source is left as it was
-    # one kernel measured 4x, the rest as predicted: its forest's scale is shrunk toward the global one
+    meta, arrays = scaled.to_arrays()
+    assert meta["host_maps"] and np.array_equal(type(scaled).from_arrays(meta, arrays).predict(specs),
+                                                scaled.predict(specs))
+    # one kernel measured 4x, the rest as predicted: its forest's offset is shrunk toward no offset
     once = MeasuredModel("y", "convnet", 1.0, tuple(specs), tuple([4 * base[0], *base[1:]]))
     _, scales, g = scale_forests(pred, [once], shrink=5.0)
     key = pred.route(specs[0])
     label = key[0] if key[1] == "op" else f"{key[2].family}:{key[1]}"
-    assert 1.0 < scales[label]["scale"] < scales[label]["measured_ratio"] <= 4.0 and g > 1.0
+    assert scales[label]["scale"] < scales[label]["measured_ratio"] <= 4.0 and g > 1.0
+    # adapted again: the second map is fitted on what the first predicts, and both apply
+    twice, _, g2 = scale_forests(scaled, [doubled], shrink=5.0)
+    assert len(twice.host_maps_) == 2 and g2 == pytest.approx(1.0)
+    np.testing.assert_allclose(twice.predict(specs), 2 * base, rtol=1e-6)
+
+
+def test_the_recalibration_keeps_the_sources_weight_streaming(root):
+    data = load_device_data(root / "tiny.sqlite")
+    specs = list(data.specs.values())
+    pred = load_bundle(root / "predictors" / "cpu-1t").predictors["warm"]
+    models = [MeasuredModel(f"m{i}", "convnet", 2 * float(pred.predict(specs[i:i + 4]).sum()), tuple(specs[i:i + 4]),
+                            tuple(2 * pred.predict(specs[i:i + 4]))) for i in range(0, 4 * 8, 4)]
+    cal = Calibration("per_kernel", "relative", 1.0, 0.0, 0.0, kappa=1.1, stream_power=1.0)
+    new, choice, _ = recalibrate(pred, cal, models)
+    assert (new.kappa, new.stream_power) == (1.1, 1.0) and choice in ("rescaled", "refitted")
 
 
 def test_an_interrupted_adaptation_writes_nothing(root, tmp_path):

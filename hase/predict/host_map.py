@@ -1,0 +1,103 @@
+"""A source host's kernel predictions moved to another host: a multiplier that depends on the kernel's size.
+
+Two hosts do not differ by one factor. Measured on a Zen 4 VM against a predictor trained on Zen 5, kernels the
+source predicts at 1-3 µs ran 1.3-1.4x slower, those of 0.1-1 ms 2.1-2.2x, in every op type alike (per-call
+overheads follow the clock, large kernels the vector units and memory). One scale per forest, the ratio of summed
+times, is set by the large kernels, so it made small kernels, and with them small models, too slow; the
+recalibration then bent α down to compensate, and large models came out too fast.
+
+So the map is `log(target / source) = curve(log10 source_ms) + offset[forest]`: the curve is the ratio of summed
+measured to summed predicted times of the kernels near each knot (triangular weights, one knot apart), shrunk
+toward the global ratio by `shrink` pseudo-kernels and flat past the sizes measured; each forest's offset is its
+own ratio of sums once the curve is applied, shrunk toward 0 the same way. It is applied to a prediction after
+its band clamp, so the bands, learned on the source host, stay in the source host's terms; a predictor adapted
+again carries its maps in order, each fitted on what the ones before it predict.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+KNOTS: tuple[float, ...] = (-3.0, -2.5, -2.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0)  # log10 ms: 1 µs to 10 ms
+HALF_WIDTH = 0.5  # log10 units: a kernel weighs on the two knots around it
+
+
+@dataclass(frozen=True)
+class HostMap:
+    """log(target / source) of a kernel prediction: a curve over log10 of the source prediction (ms), linear
+    between `knots` and flat past them, plus a log offset per forest label (0 for a forest not listed)."""
+
+    knots: tuple[float, ...]
+    curve: tuple[float, ...]
+    offsets: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if len(self.knots) < 1 or len(self.knots) != len(self.curve):
+            raise ValueError(f"host map: {len(self.knots)} knots and {len(self.curve)} curve values: give as many")
+        if any(b <= a for a, b in zip(self.knots, self.knots[1:], strict=False)):
+            raise ValueError("host map: knots must increase")
+        if not all(math.isfinite(v) for v in (*self.knots, *self.curve, *self.offsets.values())):
+            raise ValueError("host map: a knot, curve value or offset is not finite")
+
+    def log_factor(self, source_ms: ArrayLike, labels: Sequence[str]) -> NDArray[np.float64]:
+        """Each prediction's log multiplier."""
+        x = np.log10(np.maximum(np.asarray(source_ms, dtype=np.float64), 1e-9))
+        off = np.array([self.offsets.get(label, 0.0) for label in labels], dtype=np.float64)
+        return np.asarray(np.interp(x, self.knots, self.curve) + off, dtype=np.float64)
+
+    def describe(self) -> str:
+        """The curve in words, e.g. "×1.34 at 1 µs, ×1.61 at 3.2 µs, ..., ×2.15 at 10 ms"."""
+        def size(k: float) -> str:
+            ms = 10.0 ** k
+            return f"{ms * 1e3:.2g} µs" if ms < 1 else f"{ms:.2g} ms"
+        return ", ".join(f"×{math.exp(v):.2f} at {size(k)}" for k, v in zip(self.knots, self.curve, strict=True))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"knots": list(self.knots), "curve": list(self.curve), "offsets": dict(self.offsets)}  # exact: a
+        # saved predictor predicts bit for bit what the fitted one did
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> HostMap:
+        """The map `to_dict` wrote; ValueError names what is wrong."""
+        try:
+            offsets = d.get("offsets", {})
+            return cls(tuple(float(v) for v in d["knots"]), tuple(float(v) for v in d["curve"]),
+                       {str(k): float(v) for k, v in offsets.items()})
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"host map: {exc!r}: expected knots, curve and offsets") from None
+
+
+def fit_host_map(labels: Sequence[str], source_ms: ArrayLike, measured_ms: ArrayLike, shrink: float = 5.0,
+                 knots: Sequence[float] = KNOTS) -> HostMap:
+    """The map from `source_ms` (a source predictor's kernel predictions) to `measured_ms` (the same kernels
+    measured on the target host), each kernel routed to the forest `labels` names (module docstring)."""
+    p = np.asarray(source_ms, dtype=np.float64)
+    y = np.asarray(measured_ms, dtype=np.float64)
+    ok = np.isfinite(p) & np.isfinite(y) & (p > 0) & (y > 0)
+    if not ok.any():
+        raise ValueError("host map: no kernel has both a prediction and a measurement")
+    p, y, lab = p[ok], y[ok], [label for label, keep in zip(labels, ok, strict=True) if keep]
+    g = math.log(y.sum() / p.sum())
+    x = np.log10(p)
+    est: list[float | None] = []
+    for k in knots:
+        w = np.clip(1.0 - np.abs(x - k) / HALF_WIDTH, 0.0, None)
+        n = float(w.sum())
+        local = math.log(float((w * y).sum() / (w * p).sum())) if n >= 1.0 else g
+        est.append(None if n < 1.0 else (n * local + shrink * g) / (n + shrink))
+    known = [i for i, v in enumerate(est) if v is not None]
+    curve = [est[i] if est[i] is not None else est[min(known, key=lambda j: abs(j - i))] for i in range(len(knots))]
+    m = HostMap(tuple(float(k) for k in knots), tuple(float(v) for v in curve))  # type: ignore[arg-type]
+    moved = p * np.exp(m.log_factor(p, lab))
+    offsets: dict[str, float] = {}
+    for label in sorted(set(lab)):
+        idx = np.array([i for i, a in enumerate(lab) if a == label])
+        n = len(idx)
+        offsets[label] = n * math.log(float(y[idx].sum() / moved[idx].sum())) / (n + shrink)
+    return HostMap(m.knots, m.curve, offsets)
+
