@@ -54,7 +54,7 @@ class HostMap:
         """The curve in words, e.g. "×1.34 at 1 µs, ×1.61 at 3.2 µs, ..., ×2.15 at 10 ms"."""
         def size(k: float) -> str:
             ms = 10.0 ** k
-            return f"{ms * 1e3:.2g} µs" if ms < 1 else f"{ms:.2g} ms"
+            return f"{ms * 1e3:.3g} µs" if ms < 1 else f"{ms:.3g} ms"
         return ", ".join(f"×{math.exp(v):.2f} at {size(k)}" for k, v in zip(self.knots, self.curve, strict=True))
 
     def to_dict(self) -> dict[str, Any]:
