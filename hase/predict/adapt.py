@@ -41,8 +41,7 @@ from hase.measure.types import MeasureSettings, ModelSource
 from hase.predict.bundle import PredictorBundle, load_bundle, manifest_ep_config, save_bundle
 from hase.predict.calibration import Calibration, fit_calibration
 from hase.predict.estimate import compose
-from hase.predict.forest import FittedForest
-from hase.predict.host_map import HostMap, fit_host_map
+from hase.predict.host_map import HostMap, fit_host_map, forest_label
 from hase.predict.locate import adapted_name, find_predictor
 from hase.predict.manifest import CalibrationEntry
 from hase.predict.metrics import Scores, score
@@ -272,11 +271,6 @@ def measure_one(src: ModelSource, ep: EPConfig, target: str, settings: MeasureSe
                          tuple(float(v) if v is not None and v > 0 else math.nan for v in values))
 
 
-def member_label(key: str, source: str, member: FittedForest) -> str:
-    """The name a forest goes by in scales and host maps: its op key, or family:source of a fallback forest."""
-    return key if source == "op" else f"{member.family}:{source}"
-
-
 def scale_forests(pred: KernelPredictor, measured: Sequence[MeasuredModel],
                   shrink: float) -> tuple[KernelPredictor, dict[str, dict[str, float]], float]:
     """A copy of `pred` that carries one more host map (`hase.predict.host_map`), fitted to the measured kernels:
@@ -290,7 +284,8 @@ def scale_forests(pred: KernelPredictor, measured: Sequence[MeasuredModel],
         p_of = dict(zip(uniq, pred.predict_routes(list(uniq.values()), 1)[2], strict=True))
         for spec, t in zip(m.specs, m.target_ms, strict=True):
             if math.isfinite(t):
-                labels.append(member_label(*pred.route(spec)))
+                key, source, member = pred.route(spec)
+                labels.append(forest_label(key, source, member.family))
                 p.append(float(p_of[spec.kernel_id]))
                 y.append(t)
     hmap = fit_host_map(labels, p, y, shrink)

@@ -27,6 +27,11 @@ KNOTS: tuple[float, ...] = (-3.0, -2.5, -2.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0)  
 HALF_WIDTH = 0.5  # log10 units: a kernel weighs on the two knots around it
 
 
+def forest_label(key: str, source: str, family: str) -> str:
+    """The name a forest goes by in a host map: its op key (`source` "op"), else family:source of a fallback."""
+    return key if source == "op" else f"{family}:{source}"
+
+
 @dataclass(frozen=True)
 class HostMap:
     """log(target / source) of a kernel prediction: a curve over log10 of the source prediction (ms), linear
@@ -84,15 +89,14 @@ def fit_host_map(labels: Sequence[str], source_ms: ArrayLike, measured_ms: Array
     p, y, lab = p[ok], y[ok], [label for label, keep in zip(labels, ok, strict=True) if keep]
     g = math.log(y.sum() / p.sum())
     x = np.log10(p)
-    est: list[float | None] = []
-    for k in knots:
+    est: dict[int, float] = {}  # knot index -> shrunk log ratio, for the knots a kernel weighs on
+    for i, k in enumerate(knots):
         w = np.clip(1.0 - np.abs(x - k) / HALF_WIDTH, 0.0, None)
         n = float(w.sum())
-        local = math.log(float((w * y).sum() / (w * p).sum())) if n >= 1.0 else g
-        est.append(None if n < 1.0 else (n * local + shrink * g) / (n + shrink))
-    known = [i for i, v in enumerate(est) if v is not None]
-    curve = [est[i] if est[i] is not None else est[min(known, key=lambda j: abs(j - i))] for i in range(len(knots))]
-    m = HostMap(tuple(float(k) for k in knots), tuple(float(v) for v in curve))  # type: ignore[arg-type]
+        if n >= 1.0:
+            est[i] = (n * math.log(float((w * y).sum() / (w * p).sum())) + shrink * g) / (n + shrink)
+    curve = tuple(est[i] if i in est else est[min(est, key=lambda j: abs(j - i))] for i in range(len(knots)))
+    m = HostMap(tuple(float(k) for k in knots), curve)
     moved = p * np.exp(m.log_factor(p, lab))
     offsets: dict[str, float] = {}
     for label in sorted(set(lab)):

@@ -24,7 +24,7 @@ from hase.measure.types import HostPeaks
 from hase.predict import features
 from hase.predict import roofline as roofline_model  # `roofline` is also a KernelPredictor parameter
 from hase.predict.forest import ARRAY_DTYPES, FittedForest, PackedForest, fit_base, linear_base_ms, pack_forest
-from hase.predict.host_map import HostMap
+from hase.predict.host_map import HostMap, forest_label
 from hase.predict.manifest import RETRAIN, PredictorSummary
 
 if TYPE_CHECKING:  # pragma: no cover - pandas loads only where a DataFrame is asked for
@@ -317,7 +317,7 @@ class KernelPredictor:
             pred, clamped = roofline_model.clamp(pred, low, high)
             draws = np.clip(draws, low[:, None], high[:, None])
         if self.host_maps_:  # after the clamp: the bands are the source host's (`hase.predict.host_map`)
-            labels = [r[0] if r[1] == SOURCE_OP else f"{r[2].family}:{r[1]}" for r in routes]
+            labels = [forest_label(r[0], r[1], r[2].family) for r in routes]
             for m in self.host_maps_:
                 f = np.exp(m.log_factor(pred, labels))
                 pred, draws = pred * f, draws * f[:, None]

@@ -1,6 +1,7 @@
 """hase.predict.adapt on the tiny store's predictor: the adapted predictor loads, records its source and this host's
-fingerprint and signature, predicts, and is the one the lookup picks here; its host map multiplies every prediction; an
-interrupted adaptation writes nothing. Trained predictors keep their machine's fingerprint, signature and noise."""
+fingerprint and signature, predicts, and is the one the lookup picks here; its host map multiplies every
+prediction; an interrupted adaptation writes nothing. Trained predictors keep their machine's fingerprint, signature
+and noise."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,6 +19,7 @@ from hase.predict.bundle import load_bundle, read_manifest
 from hase.predict.calibration import Calibration
 from hase.predict.dataset import load_device_data
 from hase.predict.estimate import estimate_model
+from hase.predict.host_map import forest_label
 from hase.predict.locate import find_predictor
 from hase.runtime.host import host_fingerprint
 from hase.runtime.types import HOST_FP
@@ -82,7 +84,7 @@ def test_the_host_map_multiplies_every_prediction_and_travels_with_the_predictor
     once = MeasuredModel("y", "convnet", 1.0, tuple(specs), tuple([4 * base[0], *base[1:]]))
     _, scales, g = scale_forests(pred, [once], shrink=5.0)
     key = pred.route(specs[0])
-    label = key[0] if key[1] == "op" else f"{key[2].family}:{key[1]}"
+    label = forest_label(key[0], key[1], key[2].family)
     assert scales[label]["scale"] < scales[label]["measured_ratio"] <= 4.0 and g > 1.0
     # adapted again: the second map is fitted on what the first predicts, and both apply
     twice, _, g2 = scale_forests(scaled, [doubled], shrink=5.0)
