@@ -44,7 +44,8 @@ from hase.predict.predictor import KernelPredictor
 from hase.runtime.host import HostFingerprint, host_fingerprint, others_cpu_s
 from hase.version import __version__
 
-FORMAT = 1
+FORMAT = 2  # 2 (2026-11-29): one kernel table for every device configuration; 1: a table per configuration
+FORMATS = (1, 2)  # what `load_survey` reads
 DEFAULT_DEVICES = ("cpu-1t", "cpu-mt")
 DEFAULT_TRANSFER_S = 150.0  # seconds of transfer measurements per device configuration
 REAL_PASSES = 5  # passes over the real models; their latency is the quickest, the next quickest's gap its noise
@@ -193,16 +194,18 @@ def _time_real(real: Sequence[ModelSource], ep: Any, settings: MeasureSettings, 
 
 
 def survey_dict(s: Survey) -> dict[str, Any]:
-    """The survey as JSON-ready data (`FORMAT`)."""
+    """The survey as JSON-ready data (`FORMAT`): the kernel specs once, in one table every configuration's models
+    name (the kernel graph does not depend on the thread count: a `cpu-mt` survey's kernels are the `cpu-1t` ones)."""
+    kernels = {k: json.loads(spec.to_json()) for d in s.devices.values() for k, spec in d.kernels.items()}
     return {"format": FORMAT, "host": s.host.to_dict(), "digest": s.digest, "created_at": s.created_at,
-            "hase_version": s.hase_version, "devices": {name: _device_dict(d) for name, d in s.devices.items()}}
+            "hase_version": s.hase_version, "kernels": kernels,
+            "devices": {name: _device_dict(d) for name, d in s.devices.items()}}
 
 
 def _device_dict(d: DeviceSurvey) -> dict[str, Any]:
     return {"device": d.device, "intra_op_threads": d.intra_op_threads, "opt_level": d.opt_level,
             "target": d.target, "signature": d.signature, "transfer_s": d.transfer_s, "skipped": list(d.skipped),
             "others_cores": d.others_cores if math.isfinite(d.others_cores) else None,
-            "kernels": {k: json.loads(s.to_json()) for k, s in d.kernels.items()},
             "transfer": [{"name": m.name, "family": m.family, "latency_ms": m.latency_ms,
                           "kernel_ids": [s.kernel_id for s in m.specs],
                           "target_ms": [v if math.isfinite(v) else None for v in m.target_ms]} for m in d.transfer],
@@ -226,19 +229,26 @@ def load_survey(path: str | Path) -> Survey:
     except (OSError, EOFError, ValueError) as exc:
         raise HaseError(f"survey {p} is not a gzip'd JSON survey ({exc}): give the file `hase host survey` "
                         f"wrote") from None
-    if not isinstance(d, dict) or d.get("format") != FORMAT:
+    if not isinstance(d, dict) or d.get("format") not in FORMATS:
         raise HaseError(f"survey {p} has format {d.get('format') if isinstance(d, dict) else None!r}, this Hase "
-                        f"reads {FORMAT}: survey the host again with this version")
+                        f"reads {' and '.join(map(str, FORMATS))}: survey the host again with this version")
     try:
-        devices = {name: _device_from(v) for name, v in d["devices"].items()}
+        shared = d["kernels"] if d["format"] >= 2 else None
+        devices = {name: _device_from(v, shared) for name, v in d["devices"].items()}
         return Survey(HostFingerprint.from_dict(d["host"], f"survey {p}"), str(d["created_at"]),
                       str(d["hase_version"]), devices)
     except (KeyError, TypeError, ValueError) as exc:
         raise HaseError(f"survey {p} is malformed ({type(exc).__name__}: {exc}): survey the host again") from None
 
 
-def _device_from(d: Mapping[str, Any]) -> DeviceSurvey:
-    kernels = {k: KernelSpec.from_json(json.dumps(v)) for k, v in d["kernels"].items()}
+def _device_from(d: Mapping[str, Any], shared: Mapping[str, Any] | None = None) -> DeviceSurvey:
+    """One configuration's survey; its kernels from the survey's one table (`shared`, format 2), only those its
+    models name, or from its own (format 1)."""
+    if shared is None:
+        kernels = {k: KernelSpec.from_json(json.dumps(v)) for k, v in d["kernels"].items()}
+    else:
+        named = {k for m in (*d["transfer"], *d["real"]) for k in m["kernel_ids"]}
+        kernels = {k: KernelSpec.from_json(json.dumps(shared[k])) for k in sorted(named)}
     transfer = tuple(MeasuredModel(m["name"], m["family"], float(m["latency_ms"]),
                                    tuple(kernels[k] for k in m["kernel_ids"]),
                                    tuple(math.nan if v is None else float(v) for v in m["target_ms"]))

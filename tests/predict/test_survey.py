@@ -62,6 +62,17 @@ def test_a_survey_holds_this_host_its_transfer_set_and_real_models(surveyed):
     assert survey_dict(load_survey(path)) == survey_dict(s)  # read back unchanged
 
 
+def test_a_first_format_survey_with_a_kernel_table_per_configuration_still_reads(surveyed, tmp_path):
+    path, _ = surveyed
+    s = load_survey(path)
+    d = survey_dict(s)
+    assert d["format"] == 2 and "kernels" not in d["devices"]["cpu-1t"]  # one table, named by every configuration
+    old = {**{k: v for k, v in d.items() if k != "kernels"}, "format": 1,
+           "devices": {n: {**v, "kernels": d["kernels"]} for n, v in d["devices"].items()}}
+    (tmp_path / "old.survey.json.gz").write_bytes(gzip.compress(json.dumps(old).encode()))
+    assert survey_dict(load_survey(tmp_path / "old.survey.json.gz")) == d
+
+
 def test_adapting_from_a_survey_measures_nothing_and_names_the_survey(surveyed, tmp_path):
     path, predictors = surveyed
     r = adapt_from_survey("cpu-1t", load_survey(path), path, tmp_path, predictors)
