@@ -41,7 +41,7 @@ from hase.measure.types import MeasureSettings, ModelSource
 from hase.predict.bundle import PredictorBundle, load_bundle, manifest_ep_config, save_bundle
 from hase.predict.calibration import Calibration, fit_calibration
 from hase.predict.estimate import compose
-from hase.predict.host_map import HostMap, fit_host_map, forest_label
+from hase.predict.host_map import HostMap, fit_host_map, forest_label, label_sums
 from hase.predict.locate import adapted_name, find_predictor
 from hase.predict.manifest import CalibrationEntry
 from hase.predict.metrics import Scores, score
@@ -289,16 +289,13 @@ def scale_forests(pred: KernelPredictor, measured: Sequence[MeasuredModel],
                 p.append(float(p_of[spec.kernel_id]))
                 y.append(t)
     hmap = fit_host_map(labels, p, y, shrink)
-    pa, ya = np.array(p), np.array(y)
-    scales: dict[str, dict[str, float]] = {}
-    for label in sorted(set(labels)):
-        idx = np.array([i for i, a in enumerate(labels) if a == label])
-        scales[label] = {"scale": round(math.exp(hmap.offsets[label]), 5),
-                         "measured_ratio": round(float(ya[idx].sum() / max(pa[idx].sum(), 1e-12)), 5), "n": len(idx)}
+    scales = {label: {"scale": round(math.exp(hmap.offsets[label]), 5),
+                      "measured_ratio": round(ys / max(ps, 1e-12), 5), "n": n}
+              for label, ys, ps, n in label_sums(labels, y, p)}
     meta, arrays = pred.to_arrays()
     out = KernelPredictor.from_arrays(meta, arrays)
     out.host_maps_ = (*pred.host_maps_, hmap)
-    return out, scales, round(float(ya.sum() / pa.sum()), 5)
+    return out, scales, round(sum(y) / sum(p), 5)
 
 
 def recalibrate(pred: KernelPredictor, cal: Calibration,

@@ -98,10 +98,14 @@ def fit_host_map(labels: Sequence[str], source_ms: ArrayLike, measured_ms: Array
     curve = tuple(est[i] if i in est else est[min(est, key=lambda j: abs(j - i))] for i in range(len(knots)))
     m = HostMap(tuple(float(k) for k in knots), curve)
     moved = p * np.exp(m.log_factor(p, lab))
-    offsets: dict[str, float] = {}
-    for label in sorted(set(lab)):
-        idx = np.array([i for i, a in enumerate(lab) if a == label])
-        n = len(idx)
-        offsets[label] = n * math.log(float(y[idx].sum() / moved[idx].sum())) / (n + shrink)
+    offsets = {label: n * math.log(ys / ms) / (n + shrink) for label, ys, ms, n in label_sums(lab, y, moved)}
     return HostMap(m.knots, m.curve, offsets)
 
+
+def label_sums(labels: Sequence[str], a: ArrayLike, b: ArrayLike) -> list[tuple[str, float, float, int]]:
+    """Per distinct label (sorted): the sums of `a` and of `b` over its kernels, and their count."""
+    names, inverse = np.unique(np.asarray(labels, dtype=str), return_inverse=True)
+    sa = np.bincount(inverse, weights=np.asarray(a, dtype=np.float64), minlength=len(names))
+    sb = np.bincount(inverse, weights=np.asarray(b, dtype=np.float64), minlength=len(names))
+    n = np.bincount(inverse, minlength=len(names))
+    return [(str(k), float(x), float(z), int(c)) for k, x, z, c in zip(names, sa, sb, n, strict=True)]
