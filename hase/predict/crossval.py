@@ -214,8 +214,14 @@ def held_out_streaming(data: dataset.DeviceData, kernels: pd.DataFrame) -> resid
     """The weight streaming (`hase.predict.residency.fit_streaming`) of a target's unseen-kernel rows: each held-out
     kernel's prediction against its measured time, its streaming time the mean over its nodes in the models of
     the family held out (none where the store has no host peaks)."""
+    forms = held_out_streaming_forms(data, kernels)
+    return forms[0] if forms else residency.NO_STREAMING
+
+
+def held_out_streaming_forms(data: dataset.DeviceData, kernels: pd.DataFrame) -> list[residency.Streaming]:
+    """As `held_out_streaming`, the best kappa of each form (`residency.fit_streaming_forms`), best fit first."""
     if data.peaks is None or kernels.empty:
-        return residency.NO_STREAMING
+        return []
     nodes = data.nodes[[dataset.MODEL_ID, dataset.KERNEL_ID]].copy()
     nodes[FOLD] = nodes[dataset.MODEL_ID].map(data.models.set_index(dataset.MODEL_ID)[dataset.FAMILY])
     nodes = nodes[nodes[FOLD].isin(set(kernels[FOLD]))]
@@ -226,7 +232,7 @@ def held_out_streaming(data: dataset.DeviceData, kernels: pd.DataFrame) -> resid
                                                               data.peaks)))
     per_kernel = pd.concat(streams).groupby([FOLD, dataset.KERNEL_ID])["stream"].mean()
     stream = per_kernel.reindex(pd.MultiIndex.from_frame(kernels[[FOLD, dataset.KERNEL_ID]])).fillna(0.0)
-    return residency.fit_streaming(kernels[PRED_MS], kernels[Y_MS], stream.to_numpy())
+    return residency.fit_streaming_forms(kernels[PRED_MS], kernels[Y_MS], stream.to_numpy())
 
 
 RMSPE_BY_SIZE = "rmspe_by_size"  # RMSPE with the models weighted by calibration.size_balance (every half-decade of

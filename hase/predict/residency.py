@@ -93,15 +93,34 @@ def with_streaming(pred_ms: ArrayLike, stream: ArrayLike, kappa: float, power: f
     return np.asarray((p**power + s**power) ** (1.0 / power), dtype=np.float64)
 
 
-def fit_streaming(pred_ms: ArrayLike, measured_ms: ArrayLike, stream: ArrayLike) -> Streaming:
-    """The kappa of `KAPPA_GRID` and power of `POWERS` with the least mean squared log error over the kernels that
-    stream (held-out predictions against their measured spans); no streaming when none does."""
+def _losses(pred_ms: ArrayLike, measured_ms: ArrayLike, stream: ArrayLike) -> dict[tuple[float, float], float]:
+    """Mean squared log error of every (kappa of `KAPPA_GRID`, power of `POWERS`) over the kernels that stream
+    (empty when none does)."""
     p, y, s = (np.asarray(a, dtype=np.float64) for a in (pred_ms, measured_ms, stream))
     ok = (s > 0) & (p > 0) & (y > 0)
     if not ok.any():
-        return NO_STREAMING
+        return {}
     p, y, s = p[ok], y[ok], s[ok]
-    losses = {(float(k), pw): float(np.mean(np.log(with_streaming(p, s, float(k), pw) / y) ** 2))
-              for pw in POWERS for k in KAPPA_GRID}
+    return {(float(k), pw): float(np.mean(np.log(with_streaming(p, s, float(k), pw) / y) ** 2))
+            for pw in POWERS for k in KAPPA_GRID}
+
+
+def fit_streaming(pred_ms: ArrayLike, measured_ms: ArrayLike, stream: ArrayLike) -> Streaming:
+    """The kappa of `KAPPA_GRID` and power of `POWERS` with the least mean squared log error over the kernels that
+    stream (held-out predictions against their measured spans); no streaming when none does."""
+    losses = _losses(pred_ms, measured_ms, stream)
+    if not losses:
+        return NO_STREAMING
     kappa, power = min(losses, key=lambda kp: (losses[kp], kp[1] != 2.0))  # a tie keeps the smooth maximum
     return Streaming(kappa, power) if kappa else NO_STREAMING
+
+
+def fit_streaming_forms(pred_ms: ArrayLike, measured_ms: ArrayLike, stream: ArrayLike) -> list[Streaming]:
+    """For each power of `POWERS`, its kappa of least mean squared log error (as `fit_streaming`), best fit first;
+    those whose kappa is 0 left out. The kernels that stream are mostly weight-bound (GEMVs, the classifier of a
+    large model), where adding and a smooth maximum fit alike; the kernels' fit cannot tell the forms apart on the
+    compute-bound ones, so `hase train` chooses between them on held-out models (`hase.predict.train`)."""
+    losses = _losses(pred_ms, measured_ms, stream)
+    best = [min(((k, pw) for k, pw2 in losses if pw2 == pw), key=lambda kp: losses[kp]) for pw in POWERS] \
+        if losses else []
+    return [Streaming(k, pw) for k, pw in sorted(best, key=lambda kp: (losses[kp], kp[1] != 2.0)) if k]

@@ -105,3 +105,17 @@ def test_training_fits_no_kappa_where_every_model_fits_in_cache_and_checks_the_s
     bad.write_text((tiny_root / "tiny.toml").read_text().replace("[training]", "[training]\nweight_streaming = 1", 1))
     with pytest.raises(HaseError, match="weight_streaming"):
         load_train_config(bad)
+
+
+def test_each_form_gets_its_own_kappa_best_fit_first():
+    """`fit_streaming_forms`: adding and a smooth maximum each fitted (the true form first, its kappa recovered);
+    a form whose best kappa is 0 is left out, and nothing that streams gives no form."""
+    rng = np.random.default_rng(1)
+    pred, stream = rng.uniform(0.1, 2.0, 300), rng.uniform(0.0, 1.0, 300)
+    measured = residency.with_streaming(pred, stream, 1.5, 1.0) * np.exp(rng.normal(0, 0.02, 300))
+    forms = residency.fit_streaming_forms(pred, measured, stream)
+    assert [f.power for f in forms] == [1.0, 2.0] and forms[0].kappa == pytest.approx(1.5, abs=0.2)
+    assert forms[1].kappa > forms[0].kappa  # a smooth maximum needs more streaming to add as much
+    assert forms[0] == residency.fit_streaming(pred, measured, stream)
+    assert residency.fit_streaming_forms(pred, pred, stream) == []  # no streaming in the data: kappa 0 for both
+    assert residency.fit_streaming_forms(pred, measured, np.zeros(300)) == []
