@@ -276,7 +276,8 @@ class NormParams:
 
 @dataclass(frozen=True)
 class PoolParams:
-    """A sampled pooling block (`sampled-pool`): `kind` max, avg, global, window or mixer (PoolFormer's)."""
+    """A sampled pooling block (`sampled-pool`): `kind` max, avg, global, window, mixer (PoolFormer's) or se
+    (squeeze-and-excite, listed only)."""
 
     batch: int
     channels: int

@@ -101,7 +101,7 @@ MAIN_OPS: dict[str, frozenset[str]] = {
     "sampled-norm": frozenset({"LayerNormalization", "SkipLayerNormalization"}),
     "sampled-rmsnorm": frozenset({"SimplifiedLayerNormalization"}),
     "sampled-scan": frozenset({"MatMul", "Mul", "Add", "Squeeze", "Unsqueeze"}),
-    "sampled-pool": frozenset({"MaxPool", "AveragePool", "GlobalAveragePool"}),
+    "sampled-pool": frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "ReduceMean", "Mul"}),
     "sampled-eltwise": frozenset(ELTWISE_OPS) | {"Resize", "Softmax", "QuickGelu", "Slice", "Pad", "Neg", "Expand",
                                                   "ReduceSum", "ReduceMax", "ReduceL2", "InstanceNormalization", "Cast",
                                                   "ReduceMean"}
@@ -114,7 +114,7 @@ MAIN_OPS: dict[str, frozenset[str]] = {
 #: pooling as real graphs write it: `max`/`avg` windows, `global` (GlobalAveragePool), `window` (global pooling
 #: written as an AveragePool whose window is the whole plane, HF's EfficientNet pooler over 1280x7x7) and `mixer`
 #: (PoolFormer's token mixer: a stride-1 AveragePool without the padding in the mean, minus its input)
-POOL_KINDS = ("max", "avg", "global", "window", "mixer")
+POOL_KINDS = ("max", "avg", "global", "window", "mixer", "se")  # `se`: listed only (the ranges have none)
 # `nearest-floor` is nearest upsampling as torch.onnx writes F.interpolate(scale_factor=s) (coordinate mode
 # `asymmetric`, nearest mode `floor`, a scales input): FPN/DBNet necks (PP-OCR's 2-8x). ORT copies an exact 2x of the
 # two inner axes that way in whole rows, ~5x quicker than the half-pixel nearest of the same data; its other
@@ -280,6 +280,10 @@ def build_pool(g: GraphBuilder, p: dict[str, Any]) -> None:
         y = g.gap(x)
     elif p["kind"] == "window":
         y = g.avgpool(x, p["spatial"], p["spatial"])
+    elif p["kind"] == "se":  # squeeze-and-excite as timm writes it: x * sigmoid(conv(relu(conv(x.mean((2, 3))))))
+        s = g.reduce_mean(x, [2, 3], keepdims=True)
+        s = g.act(g.conv(s, max(8, p["channels"] // 4), 1, bias=True), "relu")
+        y = g.mul(x, g.act(g.conv(s, p["channels"], 1, bias=True), "sigmoid"))
     elif p["kind"] == "mixer":
         k = min(p["kernel"], p["spatial"])
         if k % 2 == 0:

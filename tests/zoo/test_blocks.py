@@ -163,6 +163,11 @@ def test_pool_blocks_write_global_pooling_and_token_mixers_as_real_graphs_do():
     (pool,) = _main("sampled-pool", kernels)
     assert dict(pool.attrs)["strides"] == [1, 1] and dict(pool.attrs).get("count_include_pad", 0) == 0
     assert any(k.op_type == "Sub" for k in kernels)  # pool(x) - x
+    se = _kernels("sampled-pool", channels=32, spatial=14, kernel=1, stride=1, kind="se")
+    (mean,) = [k for k in se if k.op_type == "ReduceMean"]  # timm's x.mean((2, 3), keepdim=True), not a GAP
+    assert mean.inputs[0].shape == (1, 32, 14, 14) and mean.outputs[0].shape == (1, 32, 1, 1)
+    (gate,) = [k for k in se if k.op_type == "Mul"]  # x * sigmoid(...), broadcast over the plane
+    assert sorted(t.shape for t in gate.inputs) == [(1, 32, 1, 1), (1, 32, 14, 14)]
 
 
 def test_resize_block_upsamples_as_segmentation_decoders_do():

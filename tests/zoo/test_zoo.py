@@ -302,13 +302,14 @@ def test_shipped_configs_are_valid_and_sized():
     assert set(at_224) >= set(per_family) - {"alexnet", "bert", "gpt"}
     # the sampled blocks: every block family, within the [sampler] budget (tests/zoo/test_sampler.py) plus 28
     # transformer matrix products listed by hand (BERT-base's 768x3072 at 128 tokens, at batch 8 among them; 12 of
-    # 2-6k rows: small ViTs and BERTs at batch 16-32), 9 pools as real graphs write them, 6 segmentation Resizes and
-    # 10 cubic ones, 60 element-wise blocks (2 token-mixer Subs, 10 Pows by other exponents, 13 Casts, 4 softmaxes
-    # beyond the caches, 9 outer-axis reductions, 4 GQA head repeats, 7 outer sums/products, 7 channel/token
-    # transposes, 4 last-axis Expands), 7 segmentation heads, 16 batched and 4 large-plane depthwise convs, 5 batch-8
-    # pointwise/stem convs, 12 depthwise/pointwise ones across the last-level cache, 24 grouped ones, 28 strided or
-    # batch-16 grouped ones and 6 dense batch-16 ones, 11 attentions over many windows, heads or tokens, 5 RMSNorms at
-    # decoder sizes, 4 audio 1-D convs, 3 unrolled scans, 8 local-attention Einsums and 6 relative-key ones
+    # 2-6k rows: small ViTs and BERTs at batch 16-32), 22 pools as real graphs write them (13 squeeze-excites), 6
+    # segmentation Resizes and 10 cubic ones, 60 element-wise blocks (2 token-mixer Subs, 10 Pows by other exponents,
+    # 13 Casts, 4 softmaxes beyond the caches, 9 outer-axis reductions, 4 GQA head repeats, 7 outer sums/products, 7
+    # channel/token transposes, 4 last-axis Expands), 7 segmentation heads, 16 batched and 4 large-plane depthwise
+    # convs, 5 batch-8 pointwise/stem convs, 12 depthwise/pointwise ones across the last-level cache, 24 grouped ones,
+    # 28 strided or batch-16 grouped ones and 6 dense batch-16 ones, 11 attentions over many windows, heads or tokens,
+    # 5 RMSNorms at decoder sizes, 4 audio 1-D convs, 3 unrolled scans, 8 local-attention Einsums and 6 relative-key
+    # ones
     listed = {"sampled-matmul_m128_k768_n3072_r3_none", "sampled-matmul_m128_k4096_n1024_r3_none",
               "sampled-matmul_m1024_k768_n3072_r3_none", "sampled-pool_b1_c1280_r7_k1_s1_window",
               "sampled-pool_b1_c64_r56_k3_s1_mixer", "sampled-resize_c256_r16_o128_linear",
@@ -317,10 +318,10 @@ def test_shipped_configs_are_valid_and_sized():
               "sampled-einsum_b8_m64_k32_n224_local-qk",
               "sampled-eltwise_m1024_w128_MulOuter", "sampled-conv_b8_i32_o32_r112_k3_s1_d1_g32_relu",
               "sampled-einsum_b6_m250_k64_n250_rel-key", "sampled-matmul_m6144_k192_n768_r3_none",
-              "sampled-conv_b4_i96_o96_r112_k3_s2_d1_g4_relu"}
+              "sampled-conv_b4_i96_o96_r112_k3_s2_d1_g4_relu", "sampled-pool_b1_c48_r224_k1_s1_se"}
     sampler = zoo_sampler(small)
     assert sampler is not None
-    assert len(small.specs) - len(hand) == sampler.kernels + 28 + 9 + 16 + 60 + 98 + 11 + 5 + 4 + 3 + 14
+    assert len(small.specs) - len(hand) == sampler.kernels + 28 + 22 + 16 + 60 + 98 + 11 + 5 + 4 + 3 + 14
     assert listed <= {s.name for s in small.specs}
     assert {s.family for s in small.specs if is_sampled(s.family)} == {f.name for f in zoo.families()
                                                                         if is_sampled(f.name)}
