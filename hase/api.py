@@ -131,7 +131,8 @@ class Predictor:
                         ) -> pd.DataFrame:
         """The model's latency at each intra-op thread count, as `hase predict MODEL --threads` gives it: this
         (one-thread) predictor's kernels moved to each count by a thread model (`thread_model`, else this host's
-        own, else the shipped one of this host or of the nearest core count; docs/predictor.md, 4b).
+        own, else the one trained with this predictor on this host, else the shipped one of this host or of the
+        nearest core count; docs/predictor.md, 4b).
 
         Returns:
             DataFrame with one row per count: model, threads, latency_ms, sum_ms, n_kernels, thread_model.
@@ -142,7 +143,7 @@ class Predictor:
         from hase.predict.thread_estimate import estimate_threads, pick_thread_model  # noqa: PLC0415 - this mode
         from hase.runtime.host import host_fingerprint  # noqa: PLC0415
 
-        tm, which = pick_thread_model(host_fingerprint(), thread_model)
+        tm, which = pick_thread_model(host_fingerprint(), thread_model, bundle=self.used.bundle)
         with _model_files([model]) as (files, names):
             est = estimate_threads(files[0], self.used.bundle, tm, list(threads), which, self.target,
                                    _input_shapes(input_shapes), _free_dims(free_dims))

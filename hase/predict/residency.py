@@ -15,7 +15,9 @@ the time of a kernel that is mostly weights). Cache sizes and the DRAM bandwidth
 over 16 MB of tensors showed the effect there (their weight-heavy kernels predicted 4-60 % fast), kernels of
 smaller ones none. On 2026-11-27 the fit chose p = 1 over p = 2 (mean squared log error 0.0154 against 0.0171), as
 the real models' spans do: their GEMMs with 0.25-4 MB of weights ran 7-9 % over the forests' time, about their
-weights read at 25 GB/s on top of it, where a smooth maximum adds well under 1 %.
+weights read at 25 GB/s on top of it, where a smooth maximum adds well under 1 %. Since 2026-11-29 the form is chosen
+on held-out models (`fit_streaming_forms`, `hase.predict.train`): the kernels that stream are mostly weight-bound and
+fit both forms alike, and adding put real CNNs' convolutions 6-15 % slow on 56e9708810e3.
 """
 from __future__ import annotations
 

@@ -72,7 +72,10 @@ def test_the_shipped_manifest_parses_and_round_trips_exactly():
     assert set(entry.predictor.skipped) == set(raw["targets"][m.default_target]["predictor"]["skipped"])
     assert as_json(m) == raw and raw[DIGEST] == manifest_digest(raw)
     target = m.default_target  # only its forests are shipped
-    assert set(m.files) == {f"{target}.npz", f"{target}.json", "baselines.csv", "cv_kernels.csv", "cv_models.csv"}
+    trained = {"threads.npz"} if raw.get("threads") else set()  # the host's thread model, trained beside it
+    assert trained and raw["threads"]["threads"] == 2  # the 2026-11-29 `cpu-1t`: the zoo at 1 and at 2 threads
+    assert set(m.files) == {f"{target}.npz", f"{target}.json", "baselines.csv", "cv_kernels.csv", "cv_models.csv",
+                            *trained}
     assert {p.name for p in SHIPPED.parent.iterdir()} == {*m.files, SHIPPED.name}  # nothing else, nothing missing
     # the shipped predictor describes the default device configuration: ORT's default level, one thread
     assert (m.device_meta.opt_level, m.device_meta.inter_op_threads) == (DEFAULT_OPT_LEVEL, 1)
