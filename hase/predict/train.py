@@ -277,7 +277,7 @@ def _cross_validate(data: dataset.DeviceData, cfg: TrainConfig,
     held-out figures are those of the predictor as it predicts (none: kappa 0). The unseen kernels that stream
     are mostly weight-bound, where adding and a smooth maximum fit alike; the models, whose convolutions and
     GEMMs over many rows also stream, tell them apart (on 56e9708810e3, 2026-11-29, the kernels chose adding with
-    kappa 2.4, which put real CNNs over 100 MB 6-13 % slow)."""
+    kappa 2.4, which put real CNNs over 100 MB 6-15 % slow)."""
     models, kernels, streaming = [], [], residency.NO_STREAMING
     for target in cfg.targets:
         def make(t: str = target) -> KernelPredictor:
