@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -51,6 +52,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_device_arg(p, "device configuration(s) to train (default: all)", repeatable=True)
     p.add_argument("--targets", help="comma-separated targets to evaluate: warm,cold,span (default: the config's)")
     p.add_argument("--save-targets", choices=["default", "all"], help="save the default target only, or all")
+    p.add_argument("--threaded", metavar="NAME", default=None,
+                   help="also write device NAME (e.g. cpu-mt): each one-thread device trained here, moved to ORT's "
+                        "default threads by the thread model trained with it (hase.predict.threaded); needs the "
+                        "store's spans of the same zoo at the default threads")
     add_json_arg(p, "print the headline figures as JSON")
     p.set_defaults(func=run)
 
@@ -71,6 +76,12 @@ def run(args: argparse.Namespace) -> int:
         with training_progress(console, device) as progress:
             res = train(args.store, out, cfg, device, progress=progress)
         results.append(res)
+        if args.threaded and res.manifest.device_meta.intra_op_threads == 1:
+            from hase.predict.threaded import derive_threaded  # noqa: PLC0415
+
+            derived = derive_threaded(res.out_dir, Path(out) / args.threaded, args.threaded)
+            console.print(f"wrote {derived}: {device} moved to ORT's default threads by its thread model",
+                          markup=False)
     if args.json:
         print(json.dumps([_headline(r) for r in results], indent=1, default=str))
         return 0

@@ -129,6 +129,10 @@ def adapt(device: str, models: Sequence[ModelSource], budget_s: float = 300.0, o
         raise HaseError(f"--budget-s {budget_s:g} is too short to measure anything worth adapting to: give 30 or more")
     found = find_predictor(device, predictors_dir, adapted=False)
     bundle = load_bundle(found.path)
+    if bundle.moved_threads() is not None:
+        raise HaseError(f"{device!r} is a one-thread predictor moved to threads ({found.path}): adapt its one-thread "
+                        f"source (`hase adapt --device {bundle.manifest.threads.get('moved_from')}`) and derive it "
+                        "again (`hase train ... --threaded`)")
     target = bundle.default_target
     ep = manifest_ep_config(bundle.manifest)
     settings = settings or MeasureSettings()

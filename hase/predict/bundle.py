@@ -64,6 +64,7 @@ log = logging.getLogger(__name__)
 CV_MODELS_CSV, CV_KERNELS_CSV, BASELINES_CSV = "cv_models.csv", "cv_kernels.csv", "baselines.csv"
 EXTRA_FILES = (CV_MODELS_CSV, CV_KERNELS_CSV, BASELINES_CSV)
 THREADS_FILE = "threads.npz"  # a one-thread predictor's thread model, when its store had a many-thread partner
+MOVED_FROM = "moved_from"  # manifest `threads` key of a one-thread predictor moved to threads (hase.predict.threaded)
 NPZ, JSON = ".npz", ".json"  # a target's arrays and structure: <target>.npz, <target>.json
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # no separator, not absolute, not hidden
 _NPZ_ERRORS = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error)  # what np.load raises on bad bytes
@@ -122,6 +123,19 @@ class PredictorBundle:
     def ep_config(self) -> EPConfig:
         """The device configuration the predictor was trained for (ORT's kernel graph is built with it)."""
         return manifest_ep_config(self.manifest)
+
+    def moved_threads(self) -> int | None:
+        """The intra-op thread count this predictor moves its one-thread kernels to with its thread model (a device
+        of `hase.predict.threaded`: its configured count, or this host's physical cores for ORT's default), or None:
+        its forests predict its configuration directly."""
+        if MOVED_FROM not in self.manifest.threads:
+            return None
+        threads = self.manifest.device_meta.intra_op_threads
+        if threads > 0:
+            return int(threads)
+        from hase.runtime.host import host_fingerprint  # noqa: PLC0415 - lscpu and ORT: only a threaded device
+
+        return max(1, host_fingerprint().cores)
 
     def thread_model(self) -> ThreadModel | None:
         """The thread model trained with this predictor (`hase.predict.store_threads`), or None: it has none."""

@@ -14,7 +14,7 @@ import dataclasses
 import logging
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,10 +167,12 @@ class Composition:
 
 
 def compose(specs: Sequence[KernelSpec], predictor: KernelPredictor, calibration: Calibration,
-            n_draws: int = 64) -> Composition:
+            n_draws: int = 64, move: Callable[[NDArray[np.float64]], NDArray[np.float64]] | None = None
+            ) -> Composition:
     """Predict every node's kernel once per unique kernel and sum over nodes; the interval is the calibrated
     spread of the per-tree sums. With the calibration's kappa, each node pays for streaming its weights where the
-    model outgrows the caches (`hase.predict.residency`)."""
+    model outgrows the caches (`hase.predict.residency`); `move` then maps the nodes' times to another thread count
+    (a threaded device, `hase.predict.threaded`), each node's draws scaled alike."""
     unique: dict[str, KernelSpec] = {}
     for s in specs:
         unique.setdefault(s.kernel_id, s)  # one kernel_id is one signature: any occurrence will do
@@ -184,6 +186,10 @@ def compose(specs: Sequence[KernelSpec], predictor: KernelPredictor, calibration
         stream = residency.stream_ms(specs, peaks)
         per_node = calibration.streaming.apply(per_node, stream)
         node_draws = calibration.streaming.apply(node_draws, stream[:, None])
+    if move is not None:
+        moved = move(per_node)
+        node_draws = node_draws * np.divide(moved, per_node, out=np.ones_like(moved), where=per_node > 0)[:, None]
+        per_node = moved
     total = float(per_node.sum())
     sums = node_draws.sum(axis=0)
     n = len(specs)
@@ -232,7 +238,8 @@ def estimate_graph(path: str | Path, kg: KernelGraph, bundle: PredictorBundle, t
         raise HaseError(f"{path}: ONNX Runtime's optimized graph has no nodes to predict")
     t1 = time.perf_counter()
     cal = bundle.calibration(target)
-    c = compose([n.spec for n in nodes], bundle.predictors[target], cal)
+    specs = [n.spec for n in nodes]
+    c = compose(specs, bundle.predictors[target], cal, move=_thread_move(bundle, specs))
     kernels = tuple(KernelPrediction(n.node_name, n.spec.kernel_id, n.spec.op_type, key, source, float(ms),
                                      float(roof), side, kernel_signature(n.spec)[1])
                     for n, key, source, ms, roof, side in zip(nodes, c.keys, c.sources, c.pred_ms, c.roofline_ms,
@@ -240,6 +247,16 @@ def estimate_graph(path: str | Path, kg: KernelGraph, bundle: PredictorBundle, t
     t2 = time.perf_counter()
     return ModelEstimate(str(path), bundle.device, target, c.latency_ms, c.low_ms, c.high_ms, c.sum_ms, len(nodes),
                          cal, kernels, {"graph_s": graph_s + t1 - t0, "predict_s": t2 - t1})
+
+
+def _thread_move(bundle: PredictorBundle, specs: Sequence[KernelSpec]
+                 ) -> Callable[[NDArray[np.float64]], NDArray[np.float64]] | None:
+    """A threaded device's move of one-thread node times to its thread count (`hase.predict.threaded`), else None."""
+    threads = bundle.moved_threads()
+    model = bundle.thread_model() if threads is not None else None
+    if threads is None or model is None:
+        return None
+    return lambda one: model.predict(specs, one, threads)
 
 
 class KernelGraphs:

@@ -94,3 +94,41 @@ def test_train_ships_the_thread_model_and_predict_threads_uses_it(store, tmp_pat
                  "--device", "cpu-one"]) == 0
     plain = load_bundle(out / "cpu-one")
     assert THREADS_FILE not in plain.manifest.files and not plain.manifest.threads and plain.thread_model() is None
+
+
+@pytest.mark.slow
+def test_train_threaded_writes_the_one_thread_predictor_moved_to_ort_default_threads(store, tmp_path, capsys):
+    """`hase train --threaded NAME`: NAME is the one-thread forests moved by the thread model trained with them, so
+    `hase predict --device NAME` gives what `--threads` gives at this host's cores; it cannot be adapted itself."""
+    from hase.api import load_predictor
+    from hase.errors import HaseError
+    from hase.predict.adapt import adapt
+    from hase.predict.threaded import derive_threaded, is_threaded
+
+    config = tmp_path / "p.toml"
+    config.write_text(TINY_CONFIG.replace('targets = ["warm", "span"]', 'targets = ["span"]'))
+    out = tmp_path / "predictors"
+    assert main(["train", "--store", str(store), "--config", str(config), "--out", str(out), "--device", "cpu-one",
+                 "--threaded", "cpu-dflt"]) == 0
+    one, moved = load_bundle(out / "cpu-one"), load_bundle(out / "cpu-dflt")
+    cores = host_fingerprint().cores
+    assert is_threaded(moved) and not is_threaded(one) and moved.moved_threads() == cores
+    assert moved.manifest.threads["moved_from"] == "cpu-one" and moved.ep_config().intra_op_threads == 0
+    assert moved.manifest.files[THREADS_FILE] == one.manifest.files[THREADS_FILE]  # the same thread model
+    at_cores = load_predictor("cpu-one", predictors_dir=out).predict_threads(str(REAL), [1, cores])
+    threaded = load_predictor("cpu-dflt", predictors_dir=out).predict(str(REAL))
+    assert threaded.latency_ms == pytest.approx(at_cores["latency_ms"].iloc[1], rel=1e-9)
+    assert threaded.sum_ms == pytest.approx(at_cores["sum_ms"].iloc[1], rel=1e-9)
+    if cores > 1:  # moved to more threads than one: not the one-thread prediction
+        assert threaded.latency_ms != pytest.approx(at_cores["latency_ms"].iloc[0], rel=1e-6)
+    assert threaded.low_ms <= threaded.latency_ms <= threaded.high_ms
+    with pytest.raises(HaseError, match=r"moved to threads.*hase adapt --device cpu-one"):
+        adapt("cpu-dflt", [], predictors_dir=out)
+    with pytest.raises(HaseError, match="one-thread CPU predictor"):
+        derive_threaded(out / "cpu-dflt", tmp_path / "again", "cpu-again")  # not twice
+    config.write_text(config.read_text().replace("[training]", "[training]\nthread_model = false"))
+    capsys.readouterr()
+    assert main(["train", "--store", str(store), "--config", str(config), "--out", str(tmp_path / "plain"),
+                 "--device", "cpu-one", "--threaded", "cpu-dflt"]) == 2  # no thread model: one line, no traceback
+    err = capsys.readouterr().err
+    assert "has no thread model" in err and "Traceback" not in err and not (tmp_path / "plain" / "cpu-dflt").exists()
