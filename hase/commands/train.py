@@ -27,6 +27,7 @@ from hase.commands.common import (
     stdout_console,
     titled_table,
 )
+from hase.errors import HaseError
 from hase.files import check_output_dir
 from hase.predict.dataset import store_devices
 from hase.predict.locate import check_not_shipped
@@ -70,6 +71,9 @@ def run(args: argparse.Namespace) -> int:
     check_not_shipped(out)
     check_output_dir(out, "--out")  # before minutes of training, not after
     devices = args.device or store_devices(args.store)
+    if args.threaded and len(devices) != 1:
+        raise HaseError(f"--threaded {args.threaded} moves one one-thread device, and this run trains {len(devices)} "
+                        f"({', '.join(devices)}): give that one with --device")
     console = stderr_console()
     results = []
     for device in devices:

@@ -129,10 +129,7 @@ def adapt(device: str, models: Sequence[ModelSource], budget_s: float = 300.0, o
         raise HaseError(f"--budget-s {budget_s:g} is too short to measure anything worth adapting to: give 30 or more")
     found = find_predictor(device, predictors_dir, adapted=False)
     bundle = load_bundle(found.path)
-    if bundle.moved_threads() is not None:
-        raise HaseError(f"{device!r} is a one-thread predictor moved to threads ({found.path}): adapt its one-thread "
-                        f"source (`hase adapt --device {bundle.manifest.threads.get('moved_from')}`) and derive it "
-                        "again (`hase train ... --threaded`)")
+    refuse_threaded(bundle)
     target = bundle.default_target
     ep = manifest_ep_config(bundle.manifest)
     settings = settings or MeasureSettings()
@@ -251,6 +248,15 @@ def next_family(queues: Mapping[str, Sequence[ModelSource]], ratios: Mapping[str
         return (abs(float(np.median(r)) - centre) + float(np.std(r))) / math.sqrt(done[f])
 
     return max(queues, key=sensitivity)
+
+
+def refuse_threaded(bundle: PredictorBundle) -> None:
+    """A one-thread predictor moved to threads (`hase.predict.threaded`) is not adapted itself: its forests are its
+    source's, so adapting it would fit one-thread forests to many-thread runs. A HaseError naming the source."""
+    if bundle.moved_threads() is not None:
+        raise HaseError(f"{bundle.device!r} is a one-thread predictor moved to threads ({bundle.path}): adapt its "
+                        f"one-thread source (`hase adapt --device {bundle.manifest.threads.get('moved_from')}`) and "
+                        "derive it again (`hase train ... --threaded`)")
 
 
 def measure_one(src: ModelSource, ep: EPConfig, target: str, settings: MeasureSettings) -> MeasuredModel:

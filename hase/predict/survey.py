@@ -34,6 +34,7 @@ from hase.predict.adapt import (
     MeasuredModel,
     fit_adaptation,
     measure_transfer,
+    refuse_threaded,
     write_adaptation,
 )
 from hase.predict.bundle import PredictorBundle, load_bundle, manifest_ep_config
@@ -277,10 +278,7 @@ def check_matches(bundle: PredictorBundle, d: DeviceSurvey, where: str) -> None:
 
 def adapt_in_memory(bundle: PredictorBundle, d: DeviceSurvey, shrink: float = 5.0) -> Adaptation:
     """The bundle's default target fitted to a surveyed host's transfer measurements, nothing written."""
-    if bundle.moved_threads() is not None:
-        raise HaseError(f"{bundle.device!r} is a one-thread predictor moved to threads: adapt its one-thread "
-                        f"source ({bundle.manifest.threads.get('moved_from')!r}) and derive it again "
-                        "(`hase train --threaded`)")
+    refuse_threaded(bundle)
     target = bundle.default_target
     return fit_adaptation(bundle.predictors[target], bundle.manifest.target(target).calibration.calibration,
                           d.transfer, shrink)

@@ -132,3 +132,7 @@ def test_train_threaded_writes_the_one_thread_predictor_moved_to_ort_default_thr
                  "--device", "cpu-one", "--threaded", "cpu-dflt"]) == 2  # no thread model: one line, no traceback
     err = capsys.readouterr().err
     assert "has no thread model" in err and "Traceback" not in err and not (tmp_path / "plain" / "cpu-dflt").exists()
+    assert main(["train", "--store", str(store), "--config", str(config), "--out", str(tmp_path / "two"),
+                 "--device", "cpu-one", "--device", "cpu-two", "--threaded", "cpu-dflt"]) == 2  # before any training
+    err = capsys.readouterr().err
+    assert "--threaded cpu-dflt moves one one-thread device" in err and not (tmp_path / "two").exists()
