@@ -61,6 +61,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--sweep-max-ms", type=float, default=None, metavar="MS",
                    help="with --batch-sweep, only models whose models.tsv batch-1 latency is at most MS "
                         "(default 15)")
+    p.add_argument("--no-gate", dest="gate", action="store_false",
+                   help="with --devset on a many-thread CPU device, time the models whether or not the host gives "
+                        "their threads all its cores (default: wait for the cores; hase.runtime.gate)")
     p.add_argument("--out", default=paths.REPORTS, help="output directory (default %(default)s)")
     add_json_arg(p, "print the headline figures as JSON")
     p.set_defaults(func=run)
@@ -112,7 +115,8 @@ def run_devset(args: argparse.Namespace, out: Path) -> DevsetEvaluation:
                   markup=False)
     dev = evaluate_devset(models_dir, used.bundle, out / DEVSET_CSV,
                           progress=lambda job, i, n: err.print(f"[{i + 1}/{n}] {job.path.name} batch {job.batch}",
-                                                               markup=False))
+                                                               markup=False),
+                          gated=args.gate)
     return dataclasses.replace(dev, host_mismatches=used.mismatches, left_out=left_out)
 
 

@@ -105,6 +105,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                               "`hase adapt`, built where missing)")
     threads.add_argument("--out", metavar="FILE", default=None,
                          help="thread model file (default: the user predictors directory's threads/<digest>.npz)")
+    threads.add_argument("--no-gate", dest="gate", action="store_false",
+                         help="profile the many-thread runs whether or not the host gives them all its cores "
+                              "(default: wait for the cores; hase.runtime.gate)")
     threads.add_argument("--spans-out", metavar="FILE", default=None,
                          help="also write the measured spans (one row per kernel and thread count, with its "
                               "signature as JSON) to this .csv.gz, to study or refit")
@@ -139,7 +142,7 @@ def run_threads(args: argparse.Namespace) -> int:
 
     sources = transfer_sources(args.models, say)
     spans, specs = sweep_models([(s.name, s.path) for s in sources], [1, count], args.budget_s, runs=5,
-                                progress=say, passes=args.passes)
+                                progress=say, passes=args.passes, gated=args.gate)
     if args.spans_out is not None:
         keys = list(zip(spans["model"], spans["node"], strict=True))
         table = spans.assign(signature=[specs[k].to_json() if k in specs else "" for k in keys])
@@ -150,7 +153,8 @@ def run_threads(args: argparse.Namespace) -> int:
         raise HaseError("no kernel was profiled at both thread counts within the budget: give a larger "
                         "--budget-s or smaller --models")
     meta = {"cores": fp.cores, "fingerprint": fp.summary(), "ort": fp.ort_version,
-            "models": int(pairs["model"].nunique()), "kernels": len(pairs), "joined": round(share, 4)}
+            "models": int(pairs["model"].nunique()), "kernels": len(pairs), "joined": round(share, 4),
+            "gated": bool(args.gate)}
     model = fit_thread_model(pairs, signatures, host=fp.digest, meta=meta)
     save_thread_model(model, out)
     speed = float(pairs["t1_ms"].sum() / pairs["t_ms"].sum())

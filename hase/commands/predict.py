@@ -77,6 +77,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "kernels' predicted vs in-model time (ORT profile). Measured latency is the minimum of the "
                         "block medians (warm-up, then --blocks blocks of IOBinding runs), with its spread")
     m.add_argument("--blocks", type=int, default=None, help=f"timed blocks per model (default {BLOCKS})")
+    m.add_argument("--no-gate", dest="gate", action="store_false",
+                   help="on a many-thread CPU device, time the models whether or not the host gives their threads "
+                        "all its cores (default: wait for them; hase.runtime.gate)")
     m.add_argument("--noise-bound", type=float, default=None, metavar="PCT",
                    help=f"flag a measurement whose block medians differ by more than PCT %% (default {NOISE_PCT:g})")
     add_json_arg(p, "print JSON (one object per model, a list for several)")
@@ -126,7 +129,10 @@ def run(args: argparse.Namespace) -> int:
     if policy is not None:
 
         from hase.evaluate.measured import check_models  # noqa: PLC0415 - measuring pulls pandas: plain predict stays light
-        results = check_models(estimates, bundle, shapes, free, policy=policy, top=args.top)
+        from hase.runtime.gate import gate_for  # noqa: PLC0415
+
+        gate = gate_for(bundle.ep_config()) if args.gate else None
+        results = check_models(estimates, bundle, shapes, free, policy=policy, top=args.top, gate=gate)
     failures = [r for r in results if isinstance(r, PredictFailure)]
     if len(results) == 1 and failures:  # one model: its error is the command's error (one line, no warning)
         raise HaseError(failures[0].error)

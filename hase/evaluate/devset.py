@@ -41,6 +41,7 @@ from hase.predict.calibration import relative_lstsq
 from hase.predict.estimate import estimate_model
 from hase.predict.metrics import score
 from hase.predict.predictor import CLAMPED
+from hase.runtime.gate import Gate, gate_for
 from hase.runtime.robust import BlockPolicy
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,8 @@ ROW_COLUMNS = (MODEL, GROUP, BATCH, FREE_DIMS, PREDICTED_MS, MEASURED_MS, ERROR_
                N_KERNELS, MODEL_FLOPS, MODEL_BYTES, *META, ERROR)
 SCORE_TABLE = (GROUP, METHOD, "n", "acc10", "acc5", "rmspe", MEDIAN_ERROR_PCT)
 CONFIG = ("device", "execution_provider", "intra_op_threads", "opt_level")  # a resumed CSV must match these
+RETAKEN = "retaken"  # blocks the core gate had timed again (hase.runtime.gate); absent from tables before it
+COLUMNS = (*ROW_COLUMNS, RETAKEN)  # what a run writes; ROW_COLUMNS is what a resumed table must have
 
 
 @dataclass(frozen=True)
@@ -169,22 +172,25 @@ def group_of(costs: pd.DataFrame, op_types: set[str]) -> str:
 
 
 def evaluate_job(job: Job, bundle: PredictorBundle, info: Mapping[str, str] | None = None,
-                 policy: BlockPolicy | None = None) -> dict[str, Any]:
-    """One row: the prediction, the robust measurement in the predictor's configuration, kernels, FLOPs, bytes."""
+                 policy: BlockPolicy | None = None, gate: Gate | None = None) -> dict[str, Any]:
+    """One row: the prediction, the robust measurement in the predictor's configuration (through the core `gate`
+    when one is given), kernels, FLOPs, bytes."""
 
     shapes = resolve_input_shapes(job.path, {}, job.free_dims)
     kg = graph.file_kernel_graph(job.path, bundle.ep_config(), shapes, with_weights=False)
     specs = [n.spec for n in split.split(kg)]
     costs = features.cost_frame(specs)
     est = estimate_model(job.path, bundle, None, shapes)
-    check = check_prediction(job.path, bundle, input_shapes=shapes, policy=policy, estimate=est, profile_runs=0)
+    check = check_prediction(job.path, bundle, input_shapes=shapes, policy=policy, estimate=est, profile_runs=0,
+                             gate=gate)
     group = (info or {}).get("group") or group_of(costs, {s.op_type for s in specs})
     m = check.measured
     return {MODEL: job.path.name, GROUP: group, BATCH: job.batch,
             FREE_DIMS: ";".join(f"{k}={v}" for k, v in sorted(job.free_dims.items())),
             PREDICTED_MS: est.latency_ms, MEASURED_MS: m.latency_ms, ERROR_PCT: check.error_pct, SPREAD: m.spread,
             NOISY: m.noisy, N_RUNS: m.n_runs, N_KERNELS: est.n_kernels, MODEL_FLOPS: float(costs[features.FLOPS].sum()),
-            MODEL_BYTES: float(costs[features.BYTES].sum()), **{k: check.device_meta.get(k) for k in META}, ERROR: ""}
+            MODEL_BYTES: float(costs[features.BYTES].sum()), **{k: check.device_meta.get(k) for k in META}, ERROR: "",
+            RETAKEN: m.retaken}
 
 
 # ---------------------------------------------------------------------- the run, resumable
@@ -222,10 +228,12 @@ def _check_same_config(rows: pd.DataFrame, bundle: PredictorBundle, csv: Path) -
 
 def evaluate_devset(models_dir: str | Path, bundle: PredictorBundle, csv_path: str | Path, *,
                     batches: Sequence[int] = BATCHES, policy: BlockPolicy | None = None,
-                    progress: Callable[[Job, int, int], None] | None = None) -> DevsetEvaluation:
+                    progress: Callable[[Job, int, int], None] | None = None, gated: bool = True) -> DevsetEvaluation:
     """Predict and measure every model of `models_dir` (each batch of a symbolic one) into `csv_path`, resuming a
     run that stopped: rows already in the CSV are kept, not redone. A model that cannot be predicted or measured
-    gets a row with its `error` (and is not retried on resume). `progress(job, i, n)` is called before each job."""
+    gets a row with its `error` (and is not retried on resume). `progress(job, i, n)` is called before each job.
+    A many-thread CPU predictor's models are timed through one core gate (`hase.runtime.gate`) unless `gated` is
+    False: on a VM whose cores come and go, the truth is the speed with all of them."""
     paths, info = list_models(models_dir)
     csv = Path(csv_path)
     rows = read_rows(csv)
@@ -234,17 +242,18 @@ def evaluate_devset(models_dir: str | Path, bundle: PredictorBundle, csv_path: s
     jobs = [j for p in paths for j in _jobs_or_error(p, info.get(p.name), batches)]
     records: list[dict[str, Any]] = [{str(k): v for k, v in r.items()} for r in rows.to_dict("records")]
     todo = [j for j in jobs if not isinstance(j, dict) and j.key not in done]
+    gate = gate_for(bundle.ep_config()) if gated and todo else None
     records += [j for j in jobs if isinstance(j, dict) and (j[MODEL], j[BATCH]) not in done]
     for i, job in enumerate(todo):
         if progress is not None:
             progress(job, i, len(todo))
         try:
-            records.append(evaluate_job(job, bundle, info.get(job.path.name), policy))
+            records.append(evaluate_job(job, bundle, info.get(job.path.name), policy, gate))
         except HaseError as exc:
             log.warning("%s (batch %d): %s", job.path.name, job.batch, exc)
             records.append(_error_row(job.path.name, job.batch, str(exc)))
-        write_atomic(csv, pd.DataFrame(records, columns=list(ROW_COLUMNS)).to_csv(index=False))
-    table = pd.DataFrame(records, columns=list(ROW_COLUMNS))
+        write_atomic(csv, pd.DataFrame(records, columns=list(COLUMNS)).to_csv(index=False))
+    table = pd.DataFrame(records, columns=list(COLUMNS))
     if not todo:
         write_atomic(csv, table.to_csv(index=False))
     worst_rows = explain_worst(table, [j for j in jobs if isinstance(j, Job)], bundle, kernels_csv(csv))

@@ -30,6 +30,7 @@ from hase.profiling import decompose
 from hase.profiling.names import align_names, profiled_signatures
 from hase.profiling.run import profile_model
 from hase.runtime import sessions
+from hase.runtime.gate import Gate
 from hase.runtime.robust import BlockPolicy, RobustTiming
 from hase.runtime.types import EPConfig
 
@@ -100,16 +101,18 @@ class PredictionCheck:
 def check_prediction(path: str | Path, bundle: PredictorBundle, target: str | None = None,
                      input_shapes: Mapping[str, tuple[int, ...]] | None = None,
                      free_dims: Mapping[str, int] | None = None, *, policy: BlockPolicy | None = None,
-                     top: int = 10, profile_runs: int = 1, estimate: ModelEstimate | None = None) -> PredictionCheck:
-    """Predict `path` (unless `estimate` is given), measure it in the predictor's configuration, and compare
-    its `top` slowest predicted kernels with their in-model time from `profile_runs` profiled runs (0: no
-    profiled run, so no in-model kernel times: every `KernelCheck.measured_ms` is None)."""
+                     top: int = 10, profile_runs: int = 1, estimate: ModelEstimate | None = None,
+                     gate: Gate | None = None) -> PredictionCheck:
+    """Predict `path` (unless `estimate` is given), measure it in the predictor's configuration (with a core
+    `gate`, only while the host gives its threads their cores), and compare its `top` slowest predicted kernels
+    with their in-model time from `profile_runs` profiled runs (0: no profiled run, so no in-model kernel times:
+    every `KernelCheck.measured_ms` is None)."""
 
     shapes = resolve_input_shapes(path, input_shapes or {}, free_dims or {})
     est = estimate if estimate is not None else estimate_model(path, bundle, target, shapes)
     ep = bundle.ep_config()
     t0 = time.perf_counter()
-    measured = measure_latency(path, ep, shapes, policy)
+    measured = measure_latency(path, ep, shapes, policy, gate=gate)
     in_model = kernel_times_ms(path, ep, shapes, profile_runs, est) if profile_runs > 0 else {}
     checks = tuple(KernelCheck(k.node_name, k.op_type, k.kernel_id, k.pred_ms, in_model.get(k.node_name))
                    for k in est.top(top))
@@ -124,9 +127,10 @@ CheckResult = PredictionCheck | PredictFailure
 def check_models(results: Sequence[ModelResult], bundle: PredictorBundle,
                  input_shapes: Mapping[str, tuple[int, ...]] | None = None,
                  free_dims: Mapping[str, int] | None = None, *, policy: BlockPolicy | None = None, top: int = 10,
-                 profile_runs: int = 1) -> list[CheckResult]:
-    """`check_prediction` of every estimate in `results`, in order: a model that could not be predicted stays a
-    PredictFailure, and one that cannot be measured (a HaseError) becomes one; the others go on."""
+                 profile_runs: int = 1, gate: Gate | None = None) -> list[CheckResult]:
+    """`check_prediction` of every estimate in `results`, in order (one core `gate` for all): a model that could
+    not be predicted stays a PredictFailure, and one that cannot be measured (a HaseError) becomes one; the others
+    go on."""
     out: list[CheckResult] = []
     for r in results:
         if isinstance(r, PredictFailure):
@@ -134,7 +138,7 @@ def check_models(results: Sequence[ModelResult], bundle: PredictorBundle,
             continue
         try:
             out.append(check_prediction(r.model, bundle, r.target, input_shapes, free_dims, policy=policy, top=top,
-                                        profile_runs=profile_runs, estimate=r))
+                                        profile_runs=profile_runs, estimate=r, gate=gate))
         except HaseError as exc:
             out.append(PredictFailure(r.model, f"predicted {r.latency_ms:.3f} ms, not measured: {exc}"))
     return out

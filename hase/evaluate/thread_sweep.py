@@ -8,7 +8,7 @@ threads` fits this host's thread model from it, `benchmarks/thread_scaling.py --
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +17,7 @@ import pandas as pd
 from hase.evaluate.measured import kernel_times_ms
 from hase.kernels import graph, split
 from hase.kernels.types import KernelSpec
+from hase.runtime.gate import Gate, gate_for
 from hase.runtime.types import EPConfig
 
 SWEEP_COLUMNS = ("model", "node", "op_type", "threads", "pass", "span_ms")
@@ -31,14 +32,37 @@ class ModelSweep:
     specs: dict[str, KernelSpec]
 
 
-def sweep_model(name: str, path: str | Path, threads: Sequence[int], runs: int = 10, pass_no: int = 0) -> ModelSweep:
-    """`name`'s spans (ms, median of `runs` profiled runs) at each of `threads`, nodes named as ORT's profile names
-    them, and the signatures of the nodes the one-thread kernel graph has."""
+#: profiles of one model at one thread count taken again at most this often when the core gate finds cores gone
+MAX_RETAKES = 2
+
+
+def gated_spans(path: str | Path, threads: int, runs: int, gates: Mapping[int, Gate] | None = None
+                ) -> dict[str, float]:
+    """`kernel_times_ms` at `threads`; with a core gate for that count, profiled once the host gives the threads
+    their cores, and again (at most `MAX_RETAKES` times) when the gate finds them gone right after."""
+    ep = EPConfig(name=f"t{threads}", intra_op_threads=threads)
+    gate = (gates or {}).get(threads)
+    if gate is None:
+        return kernel_times_ms(path, ep, runs=runs)
+    for _ in range(MAX_RETAKES):
+        gate.wait()
+        spans = kernel_times_ms(path, ep, runs=runs)
+        if gate.ready():
+            return spans
+    gate.wait()
+    return kernel_times_ms(path, ep, runs=runs)
+
+
+def sweep_model(name: str, path: str | Path, threads: Sequence[int], runs: int = 10, pass_no: int = 0,
+                gates: Mapping[int, Gate] | None = None) -> ModelSweep:
+    """`name`'s spans (ms, median of `runs` profiled runs) at each of `threads` (through `gates`' core gate of that
+    count, if any), nodes named as ORT's profile names them, and the signatures of the nodes the one-thread kernel
+    graph has."""
     kg = graph.file_kernel_graph(path, EPConfig(name="1t", intra_op_threads=1))
     specs = {n.node_name: n.spec for n in split.split(kg)}
     rows = []
     for t in threads:
-        spans = kernel_times_ms(path, EPConfig(name=f"t{t}", intra_op_threads=t), runs=runs)
+        spans = gated_spans(path, t, runs, gates)
         rows += [{"model": name, "node": node, "op_type": specs[node].op_type if node in specs else
                   node.split("_token")[0], "threads": int(t), "pass": pass_no, "span_ms": ms}
                  for node, ms in spans.items()]
@@ -46,10 +70,13 @@ def sweep_model(name: str, path: str | Path, threads: Sequence[int], runs: int =
 
 
 def sweep_models(models: Sequence[tuple[str, Path]], threads: Sequence[int], budget_s: float, runs: int = 10,
-                 progress: Callable[[str], None] | None = None, passes: int = 1) -> tuple[pd.DataFrame, Specs]:
+                 progress: Callable[[str], None] | None = None, passes: int = 1, gated: bool = True
+                 ) -> tuple[pd.DataFrame, Specs]:
     """Every model in turn until `budget_s` is spent (a model started is finished), `passes` times back to back
     (the pairing keeps each kernel's quickest): the long span table and each (model, node)'s signature. A model
-    ORT cannot profile is skipped and said."""
+    ORT cannot profile is skipped and said. Counts above one are profiled through a core gate each
+    (`hase.runtime.gate`) unless `gated` is False."""
+    gates = {t: g for t in threads if gated and (g := gate_for(EPConfig(intra_op_threads=t))) is not None}
     t0 = time.monotonic()
     frames: list[pd.DataFrame] = []
     specs: Specs = {}
@@ -59,7 +86,7 @@ def sweep_models(models: Sequence[tuple[str, Path]], threads: Sequence[int], bud
                 progress(f"budget of {budget_s:g} s spent after {i} of {len(models)} models")
             break
         try:
-            done = [sweep_model(name, path, threads, runs, pass_no=p) for p in range(passes)]
+            done = [sweep_model(name, path, threads, runs, pass_no=p, gates=gates) for p in range(passes)]
         except Exception as e:
             if progress:
                 progress(f"{name}: skipped ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")

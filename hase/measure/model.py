@@ -27,6 +27,7 @@ from hase.profiling.names import align_names, kernel_signature, profiled_signatu
 from hase.profiling.run import ProfileResult, profile_model
 from hase.runtime import sessions
 from hase.runtime.profile import CPU_PROVIDER, MEMCPY_OPS
+from hase.runtime.gate import Gate
 from hase.runtime.robust import BlockPolicy, RobustTiming, time_blocks
 from hase.runtime.sessions import BoundRunner
 from hase.runtime.types import EPConfig
@@ -135,9 +136,10 @@ def _span_columns(r: dict[Any, Any], kernel_of: dict[str, str], source: dict[Any
 
 
 def measure_latency(path: str | Path, ep: EPConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
-                    policy: BlockPolicy | None = None, seed: int = 0) -> RobustTiming:
+                    policy: BlockPolicy | None = None, seed: int = 0, gate: Gate | None = None) -> RobustTiming:
     """A model file's latency on `ep` (its EP, threads and optimization level, ORT's defaults otherwise, weight
-    pre-packing included), timed the robust way with inputs and outputs pre-bound (IOBinding).
+    pre-packing included), timed the robust way with inputs and outputs pre-bound (IOBinding); with a core `gate`
+    (`hase.runtime.gate.gate_for(ep)`), only while the host gives the threads their cores.
 
     The model is read without its weights (`hase.kernels.lean`): ORT maps them from the file itself.
     """
@@ -151,4 +153,4 @@ def measure_latency(path: str | Path, ep: EPConfig, input_shapes: Mapping[str, t
         runner.run()
     except Exception as exc:  # ORT raises several exception types; all mean "this model does not run here"
         raise HaseError(f"ONNX Runtime failed to run the model: {first_line(exc)}") from exc
-    return time_blocks(runner.run, policy or BlockPolicy())
+    return time_blocks(runner.run, policy or BlockPolicy(), gate=gate)

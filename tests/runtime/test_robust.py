@@ -68,3 +68,34 @@ def test_measure_latency_runs_the_real_model(tmp_path):
         warmup=0, min_runs=3, max_runs=5, min_time_s=0, max_time_s=1)))
     assert len(t.block_medians_ms) == 2 and 6 <= t.n_runs <= 10
     assert 0 < t.min_ms <= t.latency_ms <= max(t.block_medians_ms) and t.p10_ms <= t.median_ms <= t.p90_ms
+
+
+class ScriptedGate:
+    """A core gate whose `ready()` answers follow a script (composition only: the real gate is in test_gate.py)."""
+
+    def __init__(self, answers: list[bool]) -> None:
+        self.answers = iter(answers)
+        self.waits = 0
+
+    def wait(self) -> float:
+        self.waits += 1
+        return 0.5
+
+    def ready(self) -> bool:
+        return next(self.answers)
+
+
+def test_a_block_the_gate_finds_short_of_cores_is_timed_again():
+    # 2 blocks asked; the first block is followed by "cores gone": it is dropped and timed again
+    warmup, slow, quick1, quick2 = [9.0, 9.0], [0.020, 0.020], [0.010, 0.010], [0.011, 0.011]
+    clock = FakeClock([*warmup, *slow, *quick1, *quick2])
+    gate = ScriptedGate([False, True, True])
+    t = time_blocks(clock.run, policy(2, 2), clock=clock, gate=gate)
+    assert t.block_medians_ms == pytest.approx((10.0, 11.0))
+    assert (t.retaken, gate.waits, t.gate_waited_s) == (1, 3, 1.5)
+
+
+def test_a_gate_that_never_opens_still_ends_with_the_blocks_asked():
+    clock = FakeClock([0.01] * 100)
+    t = time_blocks(clock.run, policy(2, 2, warmup=0), clock=clock, gate=ScriptedGate([False] * 10))
+    assert len(t.block_medians_ms) == 2 and t.retaken == 4  # MAX_RETAKES_PER_BLOCK per block, then kept
