@@ -26,8 +26,8 @@ from hase.profiling.gpu.cpu_preferred import split_cpu_nodes
 from hase.profiling.names import align_names, kernel_signature, profiled_signatures
 from hase.profiling.run import ProfileResult, profile_model
 from hase.runtime import sessions
-from hase.runtime.profile import CPU_PROVIDER, MEMCPY_OPS
 from hase.runtime.gate import Gate
+from hase.runtime.profile import CPU_PROVIDER, MEMCPY_OPS
 from hase.runtime.robust import BlockPolicy, RobustTiming, time_blocks
 from hase.runtime.sessions import BoundRunner
 from hase.runtime.types import EPConfig

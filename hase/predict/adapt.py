@@ -38,7 +38,7 @@ from hase.measure.kernel import KernelJob, measure_kernel
 from hase.measure.model import measure_model
 from hase.measure.signature import DEFAULT_BUDGET_S, measure_signature
 from hase.measure.types import MeasureSettings, ModelSource
-from hase.predict.bundle import PredictorBundle, load_bundle, manifest_ep_config, save_bundle
+from hase.predict.bundle import MOVED_FROM, PredictorBundle, load_bundle, manifest_ep_config, save_bundle
 from hase.predict.calibration import Calibration, fit_calibration
 from hase.predict.estimate import compose
 from hase.predict.host_map import HostMap, fit_host_map, forest_label, label_sums
@@ -129,9 +129,8 @@ def adapt(device: str, models: Sequence[ModelSource], budget_s: float = 300.0, o
         raise HaseError(f"--budget-s {budget_s:g} is too short to measure anything worth adapting to: give 30 or more")
     found = find_predictor(device, predictors_dir, adapted=False)
     bundle = load_bundle(found.path)
-    refuse_threaded(bundle)
     target = bundle.default_target
-    ep = manifest_ep_config(bundle.manifest)
+    ep = kernel_ep(bundle)
     settings = settings or MeasureSettings()
     say = progress or (lambda _msg: None)
     fp = host_fingerprint()
@@ -151,7 +150,8 @@ def write_adaptation(source: Path, bundle: PredictorBundle, measured: Sequence[M
                      budget_s: float = 0.0, skipped: Sequence[str] = (), t0: float | None = None,
                      say: Progress | None = None, survey: str | None = None) -> AdaptResult:
     """Fit the bundle's default target to `measured` (made on the host `fp`) and write the adapted predictor as
-    `<device>@<fp digest>`, whole or not at all; `survey` names the survey file the measurements came from."""
+    `<device>@<fp digest>`, whole or not at all (a threaded device keeps its thread model); `survey` names the
+    survey file the measurements came from."""
     t0 = time.perf_counter() if t0 is None else t0
     say = say or (lambda _msg: None)
     target = bundle.default_target
@@ -162,7 +162,7 @@ def write_adaptation(source: Path, bundle: PredictorBundle, measured: Sequence[M
     record = {"source_path": str(source), "source_device": bundle.manifest.device,
               "source_created_at": bundle.manifest.created_at,
               "source_host": bundle.manifest.host.to_dict() if bundle.manifest.host is not None else None,
-              "target": target, "budget_s": budget_s, "spent_s": round(time.perf_counter() - t0, 1),
+              "target": target, "kernel_threads": kernel_ep(bundle).intra_op_threads, "budget_s": budget_s, "spent_s": round(time.perf_counter() - t0, 1),
               "survey": survey, "global_scale": a.global_scale, "scales": a.scales, "shrink": shrink,
               "host_map": a.predictor.host_maps_[-1].to_dict(),
               "calibration": {"before": cal.to_dict(), "after": a.calibration.to_dict(),
@@ -178,7 +178,7 @@ def write_adaptation(source: Path, bundle: PredictorBundle, measured: Sequence[M
     manifest = dataclasses.replace(bundle.manifest, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), host=fp,
                                    signature=signature, adaptation=record, targets=targets, files={})
     say(f"writing {out / name}")
-    out_dir = save_bundle(out / name, manifest, {target: a.predictor})
+    out_dir = save_bundle(out / name, manifest, {target: a.predictor}, thread_model=bundle.thread_model())
     n_kernels = sum(int(np.isfinite(m.target_ms).sum()) for m in measured)
     return AdaptResult(out_dir, name, source, target, a.global_scale, a.scales, a.predictor.host_maps_[-1], cal,
                        a.calibration, a.calibration_choice, len(measured), n_kernels, a.before.acc10, a.before.rmspe,
@@ -250,13 +250,14 @@ def next_family(queues: Mapping[str, Sequence[ModelSource]], ratios: Mapping[str
     return max(queues, key=sensitivity)
 
 
-def refuse_threaded(bundle: PredictorBundle) -> None:
-    """A one-thread predictor moved to threads (`hase.predict.threaded`) is not adapted itself: its forests are its
-    source's, so adapting it would fit one-thread forests to many-thread runs. A HaseError naming the source."""
+def kernel_ep(bundle: PredictorBundle) -> EPConfig:
+    """The configuration a predictor's kernels are measured in to adapt it: its own, or one thread for a one-thread
+    predictor moved to threads (`hase.predict.threaded`), whose forests are one-thread forests and whose thread
+    count is the thread model's business (this host's own from `hase host threads`, else a shipped one)."""
+    ep = manifest_ep_config(bundle.manifest)
     if bundle.moved_threads() is not None:
-        raise HaseError(f"{bundle.device!r} is a one-thread predictor moved to threads ({bundle.path}): adapt its "
-                        f"one-thread source (`hase adapt --device {bundle.manifest.threads.get('moved_from')}`) and "
-                        "derive it again (`hase train ... --threaded`)")
+        return dataclasses.replace(ep, name=str(bundle.manifest.threads.get(MOVED_FROM, ep.name)), intra_op_threads=1)
+    return ep
 
 
 def measure_one(src: ModelSource, ep: EPConfig, target: str, settings: MeasureSettings) -> MeasuredModel:

@@ -251,11 +251,15 @@ def estimate_graph(path: str | Path, kg: KernelGraph, bundle: PredictorBundle, t
 
 def _thread_move(bundle: PredictorBundle, specs: Sequence[KernelSpec]
                  ) -> Callable[[NDArray[np.float64]], NDArray[np.float64]] | None:
-    """A threaded device's move of one-thread node times to its thread count (`hase.predict.threaded`), else None."""
+    """A threaded device's move of one-thread node times to its thread count (`hase.predict.threaded`) by the
+    thread model of this host (`hase.predict.threaded.device_thread_model`), else None."""
     threads = bundle.moved_threads()
-    model = bundle.thread_model() if threads is not None else None
-    if threads is None or model is None:
+    if threads is None:
         return None
+    from hase.predict.threaded import device_thread_model  # noqa: PLC0415 - a thread model pulls pandas
+
+    model, which = device_thread_model(bundle)
+    log.debug("%s: %s", bundle.device, which)
     return lambda one: model.predict(specs, one, threads)
 
 

@@ -33,11 +33,11 @@ from hase.predict.adapt import (
     AdaptResult,
     MeasuredModel,
     fit_adaptation,
+    kernel_ep,
     measure_transfer,
-    refuse_threaded,
     write_adaptation,
 )
-from hase.predict.bundle import PredictorBundle, load_bundle, manifest_ep_config
+from hase.predict.bundle import MOVED_FROM, PredictorBundle, load_bundle, manifest_ep_config
 from hase.predict.calibration import Calibration
 from hase.predict.estimate import compose
 from hase.predict.locate import find_predictor
@@ -265,9 +265,19 @@ def _device_from(d: Mapping[str, Any], shared: Mapping[str, Any] | None = None) 
                         tuple(d["skipped"]), math.nan if d.get("others_cores") is None else float(d["others_cores"]))
 
 
+def kernel_device(bundle: PredictorBundle, survey: Survey, where: str) -> DeviceSurvey:
+    """The survey's device whose transfer kernels adapt `bundle`: its own device, or for a one-thread predictor
+    moved to threads (`hase.predict.threaded`) the device of its one-thread source (`moved_from`)."""
+    name = str(bundle.manifest.threads.get(MOVED_FROM, bundle.device))
+    d = survey.device(name, where)
+    check_matches(bundle, d, where)
+    return d
+
+
 def check_matches(bundle: PredictorBundle, d: DeviceSurvey, where: str) -> None:
-    """A survey's device configuration must be measured as the predictor was: same threads, level and target."""
-    ep = manifest_ep_config(bundle.manifest)
+    """A survey's device configuration must be measured as the predictor's kernels were: same threads (one, for a
+    threaded device), level and target."""
+    ep = kernel_ep(bundle)
     theirs = (d.intra_op_threads, d.opt_level, d.target)
     ours = (ep.intra_op_threads, ep.opt_level, bundle.default_target)
     if theirs != ours:
@@ -277,8 +287,8 @@ def check_matches(bundle: PredictorBundle, d: DeviceSurvey, where: str) -> None:
 
 
 def adapt_in_memory(bundle: PredictorBundle, d: DeviceSurvey, shrink: float = 5.0) -> Adaptation:
-    """The bundle's default target fitted to a surveyed host's transfer measurements, nothing written."""
-    refuse_threaded(bundle)
+    """The bundle's default target fitted to a surveyed host's transfer measurements, nothing written (`d`: the
+    device of `kernel_device`)."""
     target = bundle.default_target
     return fit_adaptation(bundle.predictors[target], bundle.manifest.target(target).calibration.calibration,
                           d.transfer, shrink)
@@ -290,9 +300,7 @@ def adapt_from_survey(device: str, survey: Survey, survey_path: str | Path, out_
     survey's measurements, written as `<device>@<surveyed host's digest>` (picked by `hase predict` on that host)."""
     found = find_predictor(device, predictors_dir, adapted=False)
     bundle = load_bundle(found.path)
-    where = f"survey {survey_path}"
-    d = survey.device(device, where)
-    check_matches(bundle, d, where)
+    d = kernel_device(bundle, survey, f"survey {survey_path}")
     return write_adaptation(found.path, bundle, d.transfer, survey.host, d.signature, out_root,
                             budget_s=d.transfer_s, skipped=d.skipped, survey=str(survey_path))
 

@@ -18,6 +18,7 @@ import pandas as pd
 
 from hase.errors import HaseError
 from hase.predict.bundle import EXTRA_FILES, MOVED_FROM, PredictorBundle, load_bundle, save_bundle
+from hase.predict.threads import ThreadModel
 
 
 def derive_threaded(source: str | Path, out_dir: str | Path, device: str, intra_op_threads: int = 0) -> Path:
@@ -43,6 +44,17 @@ def derive_threaded(source: str | Path, out_dir: str | Path, device: str, intra_
     assert src.path is not None  # load_bundle sets it
     extra = {name: pd.read_csv(src.path / name) for name in EXTRA_FILES if name in m.files}
     return save_bundle(out_dir, manifest, src.predictors, extra, model)
+
+
+def device_thread_model(bundle: PredictorBundle) -> tuple[ThreadModel, str]:
+    """The thread model a threaded device moves its kernels with here, and a line saying which: this host's own
+    (`hase host threads`), the one trained with the device when this is its host, the one shipped for this host,
+    else the shipped one of the nearest core count (`hase.predict.thread_estimate.pick_thread_model`), so a host
+    with other cores is one `hase host threads` away, not a new predictor."""
+    from hase.predict.thread_estimate import pick_thread_model  # noqa: PLC0415 - it imports the estimator
+    from hase.runtime.host import host_fingerprint  # noqa: PLC0415
+
+    return pick_thread_model(host_fingerprint(), bundle=bundle)
 
 
 def is_threaded(bundle: PredictorBundle) -> bool:

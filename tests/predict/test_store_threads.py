@@ -99,9 +99,11 @@ def test_train_ships_the_thread_model_and_predict_threads_uses_it(store, tmp_pat
 @pytest.mark.slow
 def test_train_threaded_writes_the_one_thread_predictor_moved_to_ort_default_threads(store, tmp_path, capsys):
     """`hase train --threaded NAME`: NAME is the one-thread forests moved by the thread model trained with them, so
-    `hase predict --device NAME` gives what `--threads` gives at this host's cores; it cannot be adapted itself."""
+    `hase predict --device NAME` gives what `--threads` gives at this host's cores; adapting it adapts its
+    one-thread kernels (measured at one thread) and keeps the thread model."""
     from hase.api import load_predictor
     from hase.errors import HaseError
+    from hase.measure.types import ModelSource
     from hase.predict.adapt import adapt
     from hase.predict.threaded import derive_threaded, is_threaded
 
@@ -122,8 +124,12 @@ def test_train_threaded_writes_the_one_thread_predictor_moved_to_ort_default_thr
     if cores > 1:  # moved to more threads than one: not the one-thread prediction
         assert threaded.latency_ms != pytest.approx(at_cores["latency_ms"].iloc[0], rel=1e-6)
     assert threaded.low_ms <= threaded.latency_ms <= threaded.high_ms
-    with pytest.raises(HaseError, match=r"moved to threads.*hase adapt --device cpu-one"):
-        adapt("cpu-dflt", [], predictors_dir=out)
+    r = adapt("cpu-dflt", [ModelSource("real", "real", REAL)], 30.0, tmp_path / "adapted", out)
+    adapted = load_bundle(r.out_dir)
+    assert r.name == f"cpu-dflt@{host_fingerprint().digest}" and r.n_models == 1
+    assert is_threaded(adapted) and adapted.moved_threads() == cores and adapted.ep_config().intra_op_threads == 0
+    assert adapted.manifest.adaptation is not None and adapted.manifest.adaptation["kernel_threads"] == 1
+    assert THREADS_FILE in adapted.manifest.files  # the thread model travels with the adapted device
     with pytest.raises(HaseError, match="one-thread CPU predictor"):
         derive_threaded(out / "cpu-dflt", tmp_path / "again", "cpu-again")  # not twice
     config.write_text(config.read_text().replace("[training]", "[training]\nthread_model = false"))
