@@ -5,7 +5,10 @@ adapted predictor's accuracy on the target's real models, as the target ran them
 timings). Source hosts are the shipped predictor's own machine (the shipped predictor as it is) and each surveyed
 host (the shipped predictor adapted to it from its survey); "adapted" moves that source to the target with the
 target's survey, as `hase adapt --survey` does. The diagonal of a surveyed host is the shipped predictor adapted
-to it (not adapted a second time): its real models were never in its transfer set.
+to it (not adapted a second time): its real models were never in its transfer set. A threaded device (a one-thread
+predictor moved to threads, `hase.predict.threaded`) is adapted with the survey's one-thread transfer kernels and
+predicts the target's many-thread real models moved by the target host's shipped thread model (else the one of the
+nearest core count), as `hase predict --device cpu-mt` does there.
 
     python benchmarks/cross_host.py [--surveys benchmarks/hosts] [--device cpu-1t --device cpu-mt] [--models]
 """
@@ -21,11 +24,14 @@ import pandas as pd
 
 from hase.errors import HaseError
 from hase.predict.adapt import fit_adaptation
-from hase.predict.bundle import load_bundle
+from hase.predict.bundle import PredictorBundle, load_bundle
 from hase.predict.calibration import Calibration
 from hase.predict.locate import find_predictor
 from hase.predict.predictor import KernelPredictor
-from hase.predict.survey import Survey, adapt_in_memory, check_matches, load_survey, real_predictions
+from hase.predict.survey import Survey, adapt_in_memory, kernel_device, load_survey, real_predictions
+from hase.predict.thread_estimate import pick_thread_model
+from hase.predict.threaded import is_threaded
+from hase.predict.threads import ThreadModel
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,14 @@ class Source:
     host: str
     predictor: KernelPredictor
     calibration: Calibration
+
+
+def target_threads(bundle: PredictorBundle, t: Survey, device: str) -> tuple[ThreadModel, int] | None:
+    """For a threaded device, the target host's shipped thread model and its thread count; else None."""
+    if not is_threaded(bundle):
+        return None
+    model, _ = pick_thread_model(t.host, path=None, bundle=None, user=False)
+    return model, t.devices[device].intra_op_threads or t.host.cores
 
 
 def scores(rows: list[dict[str, object]]) -> dict[str, float]:
@@ -55,8 +69,7 @@ def sources_for(device: str, surveys: list[Survey]) -> list[Source]:
     out = [Source(f"{host} (shipped)", bundle.predictors[target], cal)]
     for s in surveys:
         if device in s.devices:
-            check_matches(bundle, s.devices[device], f"survey of {s.digest}")
-            a = adapt_in_memory(bundle, s.devices[device])
+            a = adapt_in_memory(bundle, kernel_device(bundle, s, f"survey of {s.digest}"))
             out.append(Source(s.digest, a.predictor, a.calibration))
     return out
 
@@ -64,17 +77,19 @@ def sources_for(device: str, surveys: list[Survey]) -> list[Source]:
 def matrix(device: str, surveys: list[Survey], per_model: bool) -> pd.DataFrame:
     """One row per (source host, target host): the source's and the adapted predictor's scores on the target."""
     rows = []
+    bundle = load_bundle(find_predictor(device, adapted=False).path)
     for src in sources_for(device, surveys):
         for t in surveys:
             if device not in t.devices:
                 continue
-            d = t.devices[device]
-            before = real_predictions(src.predictor, src.calibration, d)
+            d, moved = t.devices[device], target_threads(bundle, t, device)
+            before = real_predictions(src.predictor, src.calibration, d, moved)
             if src.host == t.digest:  # already adapted to this very survey: adapting again would fit it twice
                 after = before
             else:
-                a = fit_adaptation(src.predictor, src.calibration, d.transfer)
-                after = real_predictions(a.predictor, a.calibration, d)
+                transfer = kernel_device(bundle, t, f"survey of {t.digest}").transfer
+                a = fit_adaptation(src.predictor, src.calibration, transfer)
+                after = real_predictions(a.predictor, a.calibration, d, moved)
             b, c = scores(before), scores(after)
             rows.append({"device": device, "source": src.host, "target": t.digest, "n": b["n"],
                          "truth_spread_pct": b["truth_spread"], "others_cores": d.others_cores,

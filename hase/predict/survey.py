@@ -12,6 +12,7 @@ The file is gzip'd JSON (`FORMAT`), written atomically; `load_survey` checks it 
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import math
@@ -42,6 +43,7 @@ from hase.predict.calibration import Calibration
 from hase.predict.estimate import compose
 from hase.predict.locate import find_predictor
 from hase.predict.predictor import KernelPredictor
+from hase.predict.threads import ThreadModel
 from hase.runtime.host import HostFingerprint, host_fingerprint, others_cpu_s
 from hase.version import __version__
 
@@ -305,12 +307,20 @@ def adapt_from_survey(device: str, survey: Survey, survey_path: str | Path, out_
                             budget_s=d.transfer_s, skipped=d.skipped, survey=str(survey_path))
 
 
-def real_predictions(predictor: KernelPredictor, calibration: Calibration, d: DeviceSurvey) -> list[dict[str, Any]]:
-    """Each real model of a surveyed device: measured (its quickest pass) against predicted, with the truth's noise.
-    Rows: model, sha256, measured_ms, predicted_ms, error_pct, truth_spread, n_runs."""
+def real_predictions(predictor: KernelPredictor, calibration: Calibration, d: DeviceSurvey,
+                     threads: tuple[ThreadModel, int] | None = None) -> list[dict[str, Any]]:
+    """Each real model of a surveyed device: measured (its quickest pass) against predicted, with the truth's noise;
+    with `threads` (a thread model and a count), one-thread forests' node times moved to that count first (a
+    threaded device, `hase.predict.threaded`). Rows: model, sha256, measured_ms, predicted_ms, error_pct,
+    truth_spread, n_runs."""
     rows = []
     for m in d.real:
-        pred = compose(d.specs(m), predictor, calibration).latency_ms
+        specs = d.specs(m)
+        move = None
+        if threads is not None:
+            model, count = threads
+            move = functools.partial(model.predict, specs, threads=count)
+        pred = compose(specs, predictor, calibration, move=move).latency_ms
         rows.append({"model": m.name, "sha256": m.sha256, "measured_ms": m.latency_ms, "predicted_ms": pred,
                      "error_pct": (pred / m.latency_ms - 1.0) * 100.0, "truth_spread": m.spread,
                      "n_runs": m.n_runs})

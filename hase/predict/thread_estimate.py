@@ -51,15 +51,15 @@ def user_thread_model(host: HostFingerprint) -> Path:
 
 def pick_thread_model(host: HostFingerprint, path: str | Path | None = None,
                       shipped: Path = SHIPPED_THREAD_MODELS,
-                      bundle: PredictorBundle | None = None) -> tuple[ThreadModel, str]:
+                      bundle: PredictorBundle | None = None, user: bool = True) -> tuple[ThreadModel, str]:
     """The thread model to use and a line saying which: `path` if given, else this host's own (user directory,
-    `hase host threads`: asked for by name), else the one trained with `bundle` when it was fitted on this host
-    (`hase train` from a store with the host's spans at more threads), else the shipped one of this host, else the
-    shipped one whose host had the nearest core count."""
+    `hase host threads`: asked for by name; skipped when `user` is False), else the one trained with `bundle` when
+    it was fitted on this host (`hase train` from a store with the host's spans at more threads), else the shipped
+    one of this host, else the shipped one whose host had the nearest core count."""
     if path is not None:
         return load_thread_model(path), f"thread model {path}"
     mine = user_thread_model(host)
-    if mine.is_file():
+    if user and mine.is_file():
         return load_thread_model(mine), f"thread model of this host ({host.digest}), fitted here: {mine}"
     trained = bundle.thread_model() if bundle is not None else None
     if bundle is not None and trained is not None and trained.host == host.digest:
