@@ -20,17 +20,21 @@ from hase.errors import HaseError
 from hase.predict.bundle import EXTRA_FILES, MOVED_FROM, PredictorBundle, load_bundle, save_bundle
 from hase.predict.threads import ThreadModel
 
+THREAD_META = ("models", "kernels", "gated")  # what the manifest says of the thread model that moves the device
 
-def derive_threaded(source: str | Path, out_dir: str | Path, device: str, intra_op_threads: int = 0) -> Path:
+
+def derive_threaded(source: str | Path, out_dir: str | Path, device: str, intra_op_threads: int = 0,
+                    thread_model: ThreadModel | None = None) -> Path:
     """Write `device` to `out_dir`: the one-thread predictor at `source` moved to `intra_op_threads` (0: ORT's default,
-    one per physical core of the host predicting) by the thread model trained with it. A source that is no
-    one-thread CPU predictor, or has no thread model, is a HaseError naming the fix."""
+    one per physical core of the host predicting) by the thread model trained with it, or by `thread_model` (one of
+    the same host, e.g. `hase host threads`'s). A source that is no one-thread CPU predictor, or has no thread model
+    and none is given, is a HaseError naming the fix."""
     src = load_bundle(source)
     ep = src.ep_config()
     if ep.ep != "cpu" or ep.intra_op_threads != 1 or src.moved_threads() is not None:
         raise HaseError(f"{source}: a threaded device is made of a one-thread CPU predictor, and {src.device!r} runs "
                         f"{ep.ep} with {ep.intra_op_threads or 'the default'} intra-op threads: give a cpu-1t")
-    model = src.thread_model()
+    model = thread_model if thread_model is not None else src.thread_model()
     if model is None:
         raise HaseError(f"{source}: predictor {src.device!r} has no thread model: collect the same zoo at ORT's "
                         "default threads into its store (`hase collect --device cpu-mt --spans-only`) and train it "
@@ -40,7 +44,10 @@ def derive_threaded(source: str | Path, out_dir: str | Path, device: str, intra_
     m = src.manifest
     meta = dataclasses.replace(m.device_meta, device=device, intra_op_threads=intra_op_threads)
     manifest = dataclasses.replace(m, device=device, device_meta=meta,
-                                   threads={**m.threads, MOVED_FROM: src.device})
+                                   threads={**m.threads, MOVED_FROM: src.device,
+                                            "thread_model": {"host": model.host, "threads": list(model.threads),
+                                                             **{k: model.meta[k] for k in THREAD_META
+                                                                if k in model.meta}}})
     assert src.path is not None  # load_bundle sets it
     extra = {name: pd.read_csv(src.path / name) for name in EXTRA_FILES if name in m.files}
     return save_bundle(out_dir, manifest, src.predictors, extra, model)
