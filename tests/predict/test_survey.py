@@ -120,3 +120,22 @@ def test_a_broken_survey_file_is_one_error_naming_it(content, match, tmp_path):
         p.write_bytes(content)
     with pytest.raises(HaseError, match=match):
         load_survey(p)
+
+
+def test_real_models_moved_to_threads_by_a_thread_model(surveyed):
+    """A threaded device's survey score: the one-thread forests' node times moved by a thread model (at one thread
+    the move changes nothing)."""
+    from hase.predict.thread_estimate import SHIPPED_THREAD_MODELS
+    from hase.predict.threads import load_thread_model
+
+    path, predictors = surveyed
+    d = load_survey(path).devices["cpu-1t"]
+    bundle = load_bundle(predictors / "cpu-1t")
+    a = adapt_in_memory(bundle, d)
+    model = load_thread_model(sorted(SHIPPED_THREAD_MODELS.glob("*.npz"))[0])
+    (plain,) = real_predictions(a.predictor, a.calibration, d)
+    (one,) = real_predictions(a.predictor, a.calibration, d, (model, 1))
+    (two,) = real_predictions(a.predictor, a.calibration, d, (model, 2))
+    assert one["predicted_ms"] == pytest.approx(plain["predicted_ms"], rel=1e-12)
+    assert two["predicted_ms"] != pytest.approx(plain["predicted_ms"], rel=1e-6)
+    assert two["measured_ms"] == plain["measured_ms"]
