@@ -63,8 +63,8 @@ ROW_COLUMNS = (MODEL, GROUP, BATCH, FREE_DIMS, PREDICTED_MS, MEASURED_MS, ERROR_
                N_KERNELS, MODEL_FLOPS, MODEL_BYTES, *META, ERROR)
 SCORE_TABLE = (GROUP, METHOD, "n", "acc10", "acc5", "rmspe", MEDIAN_ERROR_PCT)
 CONFIG = ("device", "execution_provider", "intra_op_threads", "opt_level")  # a resumed CSV must match these
-RETAKEN = "retaken"  # blocks the core gate had timed again (hase.runtime.gate); absent from tables before it
-COLUMNS = (*ROW_COLUMNS, RETAKEN)  # what a run writes; ROW_COLUMNS is what a resumed table must have
+GATE_WAITED_S = "gate_waited_s"  # seconds the core gate waited for cores (hase.runtime.gate); absent before it
+COLUMNS = (*ROW_COLUMNS, GATE_WAITED_S)  # what a run writes; ROW_COLUMNS is what a resumed table must have
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ def evaluate_job(job: Job, bundle: PredictorBundle, info: Mapping[str, str] | No
             PREDICTED_MS: est.latency_ms, MEASURED_MS: m.latency_ms, ERROR_PCT: check.error_pct, SPREAD: m.spread,
             NOISY: m.noisy, N_RUNS: m.n_runs, N_KERNELS: est.n_kernels, MODEL_FLOPS: float(costs[features.FLOPS].sum()),
             MODEL_BYTES: float(costs[features.BYTES].sum()), **{k: check.device_meta.get(k) for k in META}, ERROR: "",
-            RETAKEN: m.retaken}
+            GATE_WAITED_S: m.gate_waited_s}
 
 
 # ---------------------------------------------------------------------- the run, resumable

@@ -32,25 +32,14 @@ class ModelSweep:
     specs: dict[str, KernelSpec]
 
 
-#: profiles of one model at one thread count taken again at most this often when the core gate finds cores gone
-MAX_RETAKES = 2
-
-
 def gated_spans(path: str | Path, threads: int, runs: int, gates: Mapping[int, Gate] | None = None
                 ) -> dict[str, float]:
     """`kernel_times_ms` at `threads`; with a core gate for that count, profiled once the host gives the threads
-    their cores, and again (at most `MAX_RETAKES` times) when the gate finds them gone right after."""
-    ep = EPConfig(name=f"t{threads}", intra_op_threads=threads)
+    their cores."""
     gate = (gates or {}).get(threads)
-    if gate is None:
-        return kernel_times_ms(path, ep, runs=runs)
-    for _ in range(MAX_RETAKES):
+    if gate is not None:
         gate.wait()
-        spans = kernel_times_ms(path, ep, runs=runs)
-        if gate.ready():
-            return spans
-    gate.wait()
-    return kernel_times_ms(path, ep, runs=runs)
+    return kernel_times_ms(path, EPConfig(name=f"t{threads}", intra_op_threads=threads), runs=runs)
 
 
 def sweep_model(name: str, path: str | Path, threads: Sequence[int], runs: int = 10, pass_no: int = 0,

@@ -6,7 +6,11 @@ one-thread speed, in the rest, in runs of seconds; one-thread runs did not move)
 stretch runs at about its one-thread speed, which is how two passes of the same models came out a median 18 % apart.
 The gate times that MatMul at 1 and at T threads (the probe, about 10 ms) and calls the host ready when the ratio
 is within `tolerance` of the quickest ratio it has seen; `wait()` blocks until it is (bounded), and a block timed
-while it was not is timed again (`hase.runtime.robust.time_blocks`). It watches the thread count, not other load:
+while it was not is timed again (`hase.runtime.robust.time_blocks`). Each check first sleeps `settle_s`, and so
+does `wait()` before it returns: a session just timed keeps its pool's threads spinning on the cores for a while
+after its run (ORT's default), so the model's threads would take the probe's cores and the probe's the model's. The
+probe spins as the model's sessions do: without spinning, its 2-thread runs wait on waking the other vCPU and ran
+at about its one-thread speed even while 2-thread models ran at full speed. It watches the thread count, not other load:
 a busy neighbour that slows one-thread runs too is the canary's business (`hase.measure.canary`).
 
     >>> gate = CoreGate(GatePolicy(threads=2))
@@ -43,7 +47,8 @@ class Gate(Protocol):
 class GatePolicy:
     """A probe of `size` x `size` MatMul, `runs` timed runs a thread count; ready within `tolerance` of the quickest
     ratio seen; `wait()` sleeps `wait_s` between checks, at most `max_wait_s`; the first check takes up to
-    `calibrate_s` of checks to find the quick state (a gate made during a slow stretch would take it as quick)."""
+    `calibrate_s` of checks to find the quick state (a gate made during a slow stretch would take it as quick); each
+    check sleeps `settle_s` first, so threads still spinning after the last timed run stop taking cores."""
 
     threads: int
     size: int = 384
@@ -52,6 +57,7 @@ class GatePolicy:
     wait_s: float = 0.25
     max_wait_s: float = 60.0
     calibrate_s: float = 3.0
+    settle_s: float = 0.02
 
     def __post_init__(self) -> None:
         if self.threads < 2 or self.size < 16 or self.runs < 1 or self.tolerance <= 0 or self.wait_s <= 0:
@@ -110,6 +116,7 @@ class CoreGate:
     def ratio(self) -> float:
         """The probe's T-thread time over its one-thread time, now."""
         one, many = self._probe()
+        self.sleep(self.policy.settle_s)
         r = self._time(many) / max(self._time(one), 1e-12)
         self.ratios.append(r)
         return r
@@ -144,6 +151,7 @@ class CoreGate:
         while not self.ready() and waited < self.policy.max_wait_s:
             self.sleep(self.policy.wait_s)
             waited += self.policy.wait_s
+        self.sleep(self.policy.settle_s)  # the probe's own threads stop spinning before the caller times
         self.waited_s += waited
         return waited
 

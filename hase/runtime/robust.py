@@ -68,8 +68,7 @@ class RobustTiming:
     noise_bound: float
     total_s: float
     statistic: str = STATISTIC
-    retaken: int = 0  # blocks timed again because the core gate found the host short of cores after them
-    gate_waited_s: float = 0.0  # seconds the core gate waited for the cores before blocks
+    gate_waited_s: float = 0.0  # seconds the core gate waited for the cores before the blocks
 
     @property
     def noisy(self) -> bool:
@@ -95,28 +94,18 @@ class RobustTiming:
         return {**dataclasses.asdict(self), "noisy": self.noisy}
 
 
-#: at most this many re-timed blocks per block asked for, so a host that never gives the cores still ends
-MAX_RETAKES_PER_BLOCK = 2
-
-
 def time_blocks(fn: Callable[[], object], policy: BlockPolicy, *,
                 clock: Callable[[], float] = time.perf_counter, gate: Gate | None = None) -> RobustTiming:
-    """Time `fn` the robust way (see the module docstring): warm-up, then `policy.blocks` blocks. With a core
-    `gate` (`hase.runtime.gate`), each block waits for the host's cores and is timed again (at most
-    `MAX_RETAKES_PER_BLOCK` times a block) when the gate finds them gone right after it."""
+    """Time `fn` the robust way (see the module docstring): warm-up, then `policy.blocks` blocks; with a core `gate`
+    (`hase.runtime.gate`), each block starts once the host gives the threads their cores (the seconds waited are
+    kept in `gate_waited_s`)."""
     for _ in range(policy.warmup):
         fn()
     block = dataclasses.replace(policy.block, warmup=0)
-    if gate is None:
-        blocks = [time_samples([fn], block, clock=clock) for _ in range(policy.blocks)]
-        return RobustTiming.from_blocks(blocks, policy.warmup, policy.noise_bound)
-    blocks, retaken, waited = [], 0, 0.0
-    while len(blocks) < policy.blocks:
-        waited += gate.wait()
-        samples = time_samples([fn], block, clock=clock)
-        if not gate.ready() and retaken < MAX_RETAKES_PER_BLOCK * policy.blocks:
-            retaken += 1
-            continue
-        blocks.append(samples)
-    timing = RobustTiming.from_blocks(blocks, policy.warmup, policy.noise_bound)
-    return dataclasses.replace(timing, retaken=retaken, gate_waited_s=waited)
+    blocks, waited = [], 0.0
+    for _ in range(policy.blocks):
+        if gate is not None:
+            waited += gate.wait()
+        blocks.append(time_samples([fn], block, clock=clock))
+    return dataclasses.replace(RobustTiming.from_blocks(blocks, policy.warmup, policy.noise_bound),
+                               gate_waited_s=waited)

@@ -34,7 +34,7 @@ def test_real_probe_ratio_and_record():
 
 def test_wait_is_bounded_when_the_cores_never_come():
     slept: list[float] = []
-    gate = CoreGate(GatePolicy(threads=2, size=32, wait_s=0.1, max_wait_s=0.5, calibrate_s=0.0),
+    gate = CoreGate(GatePolicy(threads=2, size=32, wait_s=0.1, max_wait_s=0.5, calibrate_s=0.0, settle_s=0.0),
                     sleep=slept.append)
     gate.ready()
     gate.reference = 1e-9  # no real ratio gets within the tolerance of this: the host never looks ready

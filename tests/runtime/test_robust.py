@@ -70,11 +70,10 @@ def test_measure_latency_runs_the_real_model(tmp_path):
     assert 0 < t.min_ms <= t.latency_ms <= max(t.block_medians_ms) and t.p10_ms <= t.median_ms <= t.p90_ms
 
 
-class ScriptedGate:
-    """A core gate whose `ready()` answers follow a script (composition only: the real gate is in test_gate.py)."""
+class CountingGate:
+    """A core gate that counts its waits (composition only: the real gate is in test_gate.py)."""
 
-    def __init__(self, answers: list[bool]) -> None:
-        self.answers = iter(answers)
+    def __init__(self) -> None:
         self.waits = 0
 
     def wait(self) -> float:
@@ -82,20 +81,14 @@ class ScriptedGate:
         return 0.5
 
     def ready(self) -> bool:
-        return next(self.answers)
+        return True
 
 
-def test_a_block_the_gate_finds_short_of_cores_is_timed_again():
-    # 2 blocks asked; the first block is followed by "cores gone": it is dropped and timed again
-    warmup, slow, quick1, quick2 = [9.0, 9.0], [0.020, 0.020], [0.010, 0.010], [0.011, 0.011]
-    clock = FakeClock([*warmup, *slow, *quick1, *quick2])
-    gate = ScriptedGate([False, True, True])
+def test_each_block_waits_for_the_gate_and_the_wait_is_kept():
+    warmup, quick1, quick2 = [9.0, 9.0], [0.010, 0.010], [0.011, 0.011]
+    clock = FakeClock([*warmup, *quick1, *quick2])
+    gate = CountingGate()
     t = time_blocks(clock.run, policy(2, 2), clock=clock, gate=gate)
     assert t.block_medians_ms == pytest.approx((10.0, 11.0))
-    assert (t.retaken, gate.waits, t.gate_waited_s) == (1, 3, 1.5)
-
-
-def test_a_gate_that_never_opens_still_ends_with_the_blocks_asked():
-    clock = FakeClock([0.01] * 100)
-    t = time_blocks(clock.run, policy(2, 2, warmup=0), clock=clock, gate=ScriptedGate([False] * 10))
-    assert len(t.block_medians_ms) == 2 and t.retaken == 4  # MAX_RETAKES_PER_BLOCK per block, then kept
+    assert (gate.waits, t.gate_waited_s) == (2, 1.0)
+    assert time_blocks(FakeClock([0.01] * 4).run, policy(2, 2, warmup=0)).gate_waited_s == 0.0
