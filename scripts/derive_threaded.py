@@ -29,6 +29,7 @@ def main() -> int:
     args = ap.parse_args()
     try:
         model = load_thread_model(args.thread_model) if args.thread_model is not None else None
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=args.out.parent, prefix=f".{args.out.name}-") as tmp:
             made = derive_threaded(args.source, Path(tmp) / "new", args.device, args.threads, model)
             if args.out.exists():
