@@ -4,7 +4,8 @@
         [--thread-model hase/predictors/threads/56e9708810e3.npz]
 
 How the shipped `cpu-mt` is made from the shipped `cpu-1t` (`hase.predict.threaded`); without --thread-model the
-source's own thread model moves it. The folder at --out is replaced whole (written beside it, then swapped).
+source's own thread model moves it. The device is written to a temporary folder (training never writes into the
+shipped `hase/predictors/`), then copied over --out, which is replaced whole.
 """
 from __future__ import annotations
 
@@ -30,11 +31,11 @@ def main() -> int:
     try:
         model = load_thread_model(args.thread_model) if args.thread_model is not None else None
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=args.out.parent, prefix=f".{args.out.name}-") as tmp:
-            made = derive_threaded(args.source, Path(tmp) / "new", args.device, args.threads, model)
+        with tempfile.TemporaryDirectory(prefix="hase-threaded-") as tmp:  # outside the shipped folder: see below
+            made = derive_threaded(args.source, Path(tmp) / args.device, args.device, args.threads, model)
             if args.out.exists():
                 shutil.rmtree(args.out)
-            made.rename(args.out)
+            shutil.copytree(made, args.out)
     except HaseError as exc:
         print(f"derive_threaded: error: {exc}", file=sys.stderr)
         return 2
