@@ -59,6 +59,7 @@ class GatePolicy:
     tolerance: float = 0.3
     wait_s: float = 0.25
     max_wait_s: float = 30.0
+    max_total_wait_s: float = 300.0
     calibrate_s: float = 3.0
     settle_s: float = 0.02
 
@@ -154,7 +155,10 @@ class CoreGate:
             self.sleep(self.policy.wait_s)
 
     def wait(self) -> float:
-        """Check until ready, sleeping `wait_s` between checks, for at most `max_wait_s`; the seconds waited."""
+        """Check until ready, sleeping `wait_s` between checks, for at most `max_wait_s` (and nothing once the gate
+        has waited `max_total_wait_s` in all); the seconds waited."""
+        if self.waited_s >= self.policy.max_total_wait_s:
+            return 0.0
         waited = 0.0
         while not self.ready() and waited < self.policy.max_wait_s:
             self.sleep(self.policy.wait_s)
@@ -167,7 +171,8 @@ class CoreGate:
         """The gate's record: threads, checks, how many found the host short of cores, seconds waited, ratios."""
         r = np.asarray(self.ratios) if self.ratios else np.asarray([np.nan])
         return {"threads": self.policy.threads, "checks": self.checks, "not_ready": self.not_ready,
-                "waited_s": round(self.waited_s, 2), "reference_ratio": round(float(self.reference), 4),
+                "waited_s": round(self.waited_s, 2), "gave_up": self.waited_s >= self.policy.max_total_wait_s,
+                "reference_ratio": round(float(self.reference), 4),
                 "ratio_median": round(float(np.nanmedian(r)), 4)}
 
 

@@ -45,3 +45,14 @@ def test_wait_is_bounded_when_the_cores_never_come():
 def test_bad_policy_is_one_error():
     with pytest.raises(HaseError, match="threads >= 2"):
         GatePolicy(threads=1)
+
+
+def test_a_gate_that_has_waited_its_total_times_without_waiting():
+    slept: list[float] = []
+    gate = CoreGate(GatePolicy(threads=2, size=32, wait_s=0.1, max_wait_s=0.3, max_total_wait_s=0.5, calibrate_s=0.0,
+                               settle_s=0.0), sleep=slept.append)
+    gate.ready()
+    gate.reference = 1e-9
+    assert gate.wait() == pytest.approx(0.3) and gate.wait() == pytest.approx(0.3)  # 0.6 s in all: over 0.5
+    checks = gate.checks
+    assert gate.wait() == 0.0 and gate.checks == checks and gate.summary()["gave_up"] is True
