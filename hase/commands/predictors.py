@@ -74,8 +74,11 @@ def print_predictors(found: Sequence[InstalledPredictor], roots: Sequence[str]) 
             ("trained", f"{ident.trained_on} with Hase {ident.hase_version}, on {ident.n_models} models of "
                         f"{len(ident.families)} families; default target {ident.default_target}"),
             ("held-out", f"±10 % {ident.acc10 * 100:.0f} % of {ident.n_held_out} models, RMSPE {ident.rmspe:.1f} % "
-                         f"(leave-family-out)"),
+                         f"(leave-family-out{f', of {ident.moved_from} at one thread' if ident.moved_from else ''})"),
         ]
+        if ident.moved_from:
+            rows.append(("threads", f"{ident.moved_from}'s one-thread forests moved to this host's cores by a thread "
+                                    "model (this host's own, else a shipped one: `hase host threads` fits one)"))
         for key, value in rows:
             c.print(f"  {key:<10}{value}", markup=False)
         busy = busy_note(ident.busy_share)

@@ -61,7 +61,9 @@ class PredictorIdentity:
     `target`, over `n_held_out` models, as measured at training time. `meta` is the device metadata of its
     measurements (its fields read as attributes too: `ident.cpu_model`), `host` the measuring machine's fingerprint
     (None: none recorded), `busy_share` the share of its training jobs measured on a busy host (None: unknown),
-    `adapted_from` the predictor it was adapted from (`hase adapt`; "" when trained).
+    `adapted_from` the predictor it was adapted from (`hase adapt`; "" when trained), `moved_from` the one-thread
+    device whose forests a threaded device moves to its thread count (`hase.predict.threaded`; "" otherwise): its
+    held-out figures are that device's, at one thread.
     """
 
     device: str
@@ -80,6 +82,7 @@ class PredictorIdentity:
     host: HostFingerprint | None = None
     busy_share: float | None = None
     adapted_from: str = ""
+    moved_from: str = ""
 
     def __getattr__(self, name: str) -> Any:
         """The device metadata's fields (`cpu_model`, `ort_version`, `intra_op_threads`, ...) as attributes."""
@@ -123,7 +126,8 @@ def predictor_identity(manifest: Manifest, found: FoundPredictor, target: str | 
         target=target, acc10=held.acc10, rmspe=held.rmspe, n_held_out=held.n,
         n_models=manifest.training_data.n_models, families=manifest.training_data.families, host=manifest.host,
         busy_share=busy_share(manifest.noise, manifest.training_data.busy),
-        adapted_from=str(manifest.adaptation.get("source_path", "")))
+        adapted_from=str(manifest.adaptation.get("source_path", "")),
+        moved_from=str(manifest.threads.get("moved_from", "")))
 
 
 def host_mismatches(ident: PredictorIdentity, host: HostInfo) -> list[str]:
@@ -167,10 +171,13 @@ def describe(ident: PredictorIdentity) -> str:
     hw = ident.cpu_model + (f" + {ident.gpu_name} (driver {ident.gpu_driver})" if ident.gpu_name else "")
     fp = f"host {ident.host.digest}" if ident.host is not None else "no fingerprint recorded"
     adapted = f"; adapted from {ident.adapted_from}" if ident.adapted_from else ""
+    moved = f"; {ident.moved_from}'s forests moved by a thread model" if ident.moved_from else ""
+    held = f"{ident.moved_from}'s held-out at one thread" if ident.moved_from else "held-out"
     return (f"{ident.device}: {ident.execution_provider} on {hw} ({fp}), ORT {ident.ort_version}, "
             f"{threads_text(ident.intra_op_threads, ident.inter_op_threads)}, {ident.opt_level} "
-            f"optimization; trained {ident.trained_on} on {ident.n_models} models{adapted}; held-out ({ident.target}) "
-            f"±10 % {ident.acc10 * 100:.0f} %, RMSPE {ident.rmspe:.1f} %; {ident.source}: {ident.path}")
+            f"optimization; trained {ident.trained_on} on {ident.n_models} models{adapted}{moved}; {held} "
+            f"({ident.target}) ±10 % {ident.acc10 * 100:.0f} %, RMSPE {ident.rmspe:.1f} %; "
+            f"{ident.source}: {ident.path}")
 
 
 @dataclass(frozen=True)

@@ -145,3 +145,13 @@ def test_training_defaults_to_the_user_directory():
     train = next(a for a in parser._actions if a.dest == "command").choices["train"]
     help_text = next(a.help for a in train._actions if "--out" in a.option_strings)
     assert paths.USER_PREDICTORS_HELP in help_text and "never the predictors shipped" in help_text
+
+
+def test_the_shipped_cpu_mt_says_it_is_the_one_thread_forests_moved(capsys):
+    """The shipped `cpu-mt` is a threaded device: its held-out figures are its one-thread source's, and it says so."""
+    assert main(["predictors"]) == 0
+    block = capsys.readouterr().out.split("\ncpu-mt ")[1].split("\n\n")[0]
+    assert "of cpu-1t at one thread" in block and "threads   cpu-1t's one-thread forests moved" in block
+    assert main(["predictors", "--json"]) == 0
+    rows = {r["device"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["cpu-mt"]["moved_from"] == "cpu-1t" and rows["cpu-1t"]["moved_from"] == ""
