@@ -37,7 +37,7 @@ QUANTILE_AFTER = 10
 
 
 class Gate(Protocol):
-    """What `time_blocks` asks before and after a block."""
+    """What a timing loop asks of a gate: `time_blocks` calls `wait()` before every block."""
 
     def wait(self) -> float:
         """Block until the host is ready (bounded); the seconds waited."""
