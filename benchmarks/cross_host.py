@@ -8,7 +8,7 @@ target's survey, as `hase adapt --survey` does. The diagonal of a surveyed host 
 to it (not adapted a second time): its real models were never in its transfer set. A threaded device (a one-thread
 predictor moved to threads, `hase.predict.threaded`) is adapted with the survey's one-thread transfer kernels and
 predicts the target's many-thread real models moved by the target host's shipped thread model (else the one of the
-nearest core count), as `hase predict --device cpu-mt` does there.
+nearest core count; on the device's own host its own), as `hase predict --device cpu-mt` does there.
 
     python benchmarks/cross_host.py [--surveys benchmarks/hosts] [--device cpu-1t --device cpu-mt] [--models]
 """
@@ -44,10 +44,12 @@ class Source:
 
 
 def target_threads(bundle: PredictorBundle, t: Survey, device: str) -> tuple[ThreadModel, int] | None:
-    """For a threaded device, the target host's shipped thread model and its thread count; else None."""
+    """For a threaded device, the thread model `hase predict` picks on the target host (the device's own on its own
+    host, else the target's shipped one, else the nearest core count's; never a user file) and its thread count;
+    else None."""
     if not is_threaded(bundle):
         return None
-    model, _ = pick_thread_model(t.host, path=None, bundle=None, user=False)
+    model, _ = pick_thread_model(t.host, path=None, bundle=bundle, user=False)
     return model, t.devices[device].intra_op_threads or t.host.cores
 
 
