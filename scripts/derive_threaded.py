@@ -30,9 +30,9 @@ def main() -> int:
     args = ap.parse_args()
     try:
         model = load_thread_model(args.thread_model) if args.thread_model is not None else None
-        args.out.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="hase-threaded-") as tmp:  # outside the shipped folder: see below
             made = derive_threaded(args.source, Path(tmp) / args.device, args.device, args.threads, model)
+            args.out.parent.mkdir(parents=True, exist_ok=True)
             if args.out.exists():
                 shutil.rmtree(args.out)
             shutil.copytree(made, args.out)
