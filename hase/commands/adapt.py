@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from typing import Any
 
 from hase import paths
 from hase.commands.common import add_device_arg, add_json_arg, add_predictors_arg, stderr_console, stdout_console
 from hase.errors import HaseError
-from hase.predict.adapt import AdaptResult, adapt
+from hase.predict.adapt import AdaptResult, adapt, noise_text
 from hase.predict.locate import check_not_shipped, find_predictor
 from hase.predict.survey import adapt_from_survey, load_survey
 from hase.sampler.transfer import transfer_sources
@@ -74,7 +75,8 @@ def result_dict(r: AdaptResult) -> dict[str, Any]:
     return {"name": r.name, "out_dir": str(r.out_dir), "source": str(r.source), "target": r.target,
             "global_scale": r.global_scale, "scales": r.scales, "calibration_before": r.calibration_before.to_dict(),
             "calibration_after": r.calibration_after.to_dict(), "calibration_choice": r.calibration_choice,
-            "n_models": r.n_models, "n_kernels": r.n_kernels,
+            "n_models": r.n_models, "n_kernels": r.n_kernels, "n_repeated": r.n_repeated,
+            "transfer_spread": r.transfer_spread if math.isfinite(r.transfer_spread) else None,
             "in_sample": {"source": {"acc10": r.source_acc10, "rmspe": r.source_rmspe},
                           "adapted": {"acc10": r.adapted_acc10, "rmspe": r.adapted_rmspe}},
             "spent_s": r.spent_s, "skipped": list(r.skipped)}
@@ -84,7 +86,8 @@ def print_result(r: AdaptResult) -> None:
     """What was written, from what, and how it changed."""
     c = stdout_console(highlight=False, soft_wrap=True)
     c.print(f"adapted predictor {r.name} written to {r.out_dir} (from {r.source}, target {r.target}) in "
-            f"{r.spent_s:.0f} s: {r.n_models} transfer models, {r.n_kernels} kernel measurements", markup=False)
+            f"{r.spent_s:.0f} s: {r.n_models} transfer models, {r.n_kernels} kernel measurements; "
+            f"{noise_text(r.transfer_spread, r.n_repeated)}", markup=False)
     top = sorted(r.scales.items(), key=lambda kv: -kv[1]["n"])[:8]
     c.print(f"kernel scales: global ×{r.global_scale:.2f}; by size {r.host_map.describe()}; forests beyond "
             "that: " + ", ".join(f"{k} ×{v['scale']:.2f} (n={int(v['n'])})" for k, v in top), markup=False)

@@ -35,6 +35,7 @@ from hase.measure.signature import (
     measure_signature,
 )
 from hase.measure.types import ModelSource
+from hase.predict.adapt import noise_text, transfer_noise
 from hase.predict.bundle import manifest_ep_config, read_manifest
 from hase.predict.locate import find_predictor
 from hase.predict.survey import DEFAULT_DEVICES, DEFAULT_TRANSFER_S, save_survey, survey_host
@@ -241,7 +242,8 @@ def run_survey(args: argparse.Namespace) -> int:
         spreads = sorted(m.spread for m in d.real)
         noise = (f", real models' truth noise (second-quickest pass over quickest) median "
                  f"{spreads[len(spreads) // 2]:.1%}" if spreads else "")
-        c.print(f"{d.device}: {len(d.transfer)} transfer models ({n_k} kernel targets) in {d.transfer_s:.0f} s, "
+        c.print(f"{d.device}: {len(d.transfer)} transfer models ({n_k} kernel targets; "
+                f"{noise_text(*transfer_noise(d.transfer))}) in {d.transfer_s:.0f} s, "
                 f"{len(d.real)} real models{noise}; other processes kept {d.others_cores:.2f} cores busy meanwhile",
                 markup=False)
         if d.others_cores > BUSY_CORES:

@@ -3,7 +3,11 @@
 Within a time budget: this host's speed signature (`hase.measure.signature`), then transfer models measured the
 way collect measures a model (`hase.measure.model.measure_model`: robust latency, profiled node spans; for a
 standalone target, each unique kernel as collect's kernel jobs do), one of every family first and then where the
-source predictor is most wrong here (`next_family`), until the budget is spent. Then:
+source predictor is most wrong here (`next_family`), in `TRANSFER_PASSES` passes minutes apart: the first over
+as many models as its share of the budget allows, each later one over the same models again; a model keeps its
+quickest latency and each node its quickest target (`merge_passes`). One pass is not a truth on these VMs: on a
+2-core Xeon VM a one-pass survey read its transfer models a median 11 % slow, a tenth of them 50 % or more, against
+two passes minutes later, and the adapted predictor followed (docs/results.md, "Host surveys"). Then:
 
 1. **A host map** (`hase.predict.host_map`): log(measured / predicted) of each kernel as a curve over the
    prediction's size plus an offset per forest (its op key's own forest, its family's, or the generic one),
@@ -51,6 +55,7 @@ from hase.runtime.types import EPConfig
 
 log = logging.getLogger(__name__)
 
+TRANSFER_PASSES = 2  # passes over the transfer models; each model keeps its quickest
 SAMPLED = "sampled-"  # families of one-kernel blocks: kernels for the scales, never models for the calibration
 RESERVE_S = 5.0  # kept back from the budget for fitting and writing
 Progress = Callable[[str], None]
@@ -65,6 +70,13 @@ class MeasuredModel:
     latency_ms: float
     specs: tuple[KernelSpec, ...]
     target_ms: tuple[float, ...]  # NaN where a node was not measured
+    pass_ms: tuple[float, ...] = ()  # each pass's latency (latency_ms is their minimum); () where not recorded
+
+    @property
+    def spread(self) -> float:
+        """The latency's own noise: how much slower the second-quickest pass was (NaN with fewer than two)."""
+        quick = sorted(self.pass_ms)
+        return quick[1] / quick[0] - 1.0 if len(quick) > 1 else math.nan
 
 
 @dataclass(frozen=True)
@@ -89,6 +101,8 @@ class AdaptResult:
     adapted_rmspe: float
     spent_s: float
     skipped: tuple[str, ...]
+    transfer_spread: float = math.nan  # `transfer_noise`: the median pass-to-pass spread of the transfer models
+    n_repeated: int = 0  # ... and how many were measured twice or more
 
 
 @dataclass(frozen=True)
@@ -169,7 +183,8 @@ def write_adaptation(source: Path, bundle: PredictorBundle, measured: Sequence[M
               "calibration": {"before": cal.to_dict(), "after": a.calibration.to_dict(),
                               "choice": a.calibration_choice},
               "scores": {"source": a.before.to_dict(), "adapted": a.after.to_dict()},
-              "models": [{"model": m.name, "family": m.family, "latency_ms": m.latency_ms} for m in measured],
+              "models": [{"model": m.name, "family": m.family, "latency_ms": m.latency_ms, "pass_ms": list(m.pass_ms)}
+                         for m in measured],
               "skipped": list(skipped)}
     entry = bundle.manifest.target(target)
     fit_records = tuple({k: (v[i] if isinstance(v, list) else v) for k, v in a.fit.items()}
@@ -181,26 +196,52 @@ def write_adaptation(source: Path, bundle: PredictorBundle, measured: Sequence[M
     say(f"writing {out / name}")
     out_dir = save_bundle(out / name, manifest, {target: a.predictor}, thread_model=bundle.thread_model())
     n_kernels = sum(int(np.isfinite(m.target_ms).sum()) for m in measured)
+    noise, repeated = transfer_noise(measured)
     return AdaptResult(out_dir, name, source, target, a.global_scale, a.scales, a.predictor.host_maps_[-1], cal,
                        a.calibration, a.calibration_choice, len(measured), n_kernels, a.before.acc10, a.before.rmspe,
-                       a.after.acc10, a.after.rmspe, time.perf_counter() - t0, tuple(skipped))
+                       a.after.acc10, a.after.rmspe, time.perf_counter() - t0, tuple(skipped), noise, repeated)
 
 
 def measure_transfer(models: Sequence[ModelSource], ep: EPConfig, target: str, settings: MeasureSettings,
-                     deadline: float, say: Progress,
-                     pred: KernelPredictor | None = None) -> tuple[list[MeasuredModel], list[str]]:
-    """Measure transfer models until `deadline` (perf_counter seconds): a model that fails is skipped with its
-    reason, an interrupt goes through (nothing is written before the end).
+                     deadline: float, say: Progress, pred: KernelPredictor | None = None,
+                     passes: int = TRANSFER_PASSES) -> tuple[list[MeasuredModel], list[str]]:
+    """Measure transfer models in `passes` passes until `deadline` (perf_counter seconds): the first pass gets its
+    share of the time left (1/passes) for as many models as fit, each later pass revisits those models in the same
+    order until the deadline, and every model keeps its passes merged (`merge_passes`). A model that fails is
+    skipped with its reason, an interrupt goes through (nothing is written before the end).
 
-    With the source predictor `pred`, the order follows its sensitivity to this host (`next_family`): one model of
-    every family first, then always the family whose kernels' measured/predicted ratios stray furthest from the
-    others', so a tight budget is spent where the forests are most wrong here. Without it, `models`' own order."""
+    With the source predictor `pred`, the first pass's order follows its sensitivity to this host (`next_family`):
+    one model of every family first, then always the family whose kernels' measured/predicted ratios stray furthest
+    from the others', so a tight budget is spent where the forests are most wrong here. Without it, `models`' own
+    order."""
+    if passes < 1:
+        raise HaseError(f"{passes} transfer passes measure nothing: give 1 or more")
+    first_end = time.perf_counter() + (deadline - time.perf_counter()) / passes
+    measured, sources, skipped = _first_pass(models, ep, target, settings, first_end, say, pred)
+    for p in range(2, passes + 1):
+        for i, src in enumerate(sources):
+            if time.perf_counter() >= deadline:
+                skipped.append(f"{len(sources) - i} model(s) measured in {p - 1} pass(es) only: the budget was spent")
+                return measured, skipped
+            say(f"transfer model {src.name}, pass {p}/{passes}")
+            try:
+                measured[i] = merge_passes(measured[i], measure_one(src, ep, target, settings))
+            except Exception as exc:  # a later pass that fails leaves the model as the passes before measured it
+                log.debug("%s failed in pass %d", src.name, p, exc_info=exc)
+    return measured, skipped
+
+
+def _first_pass(models: Sequence[ModelSource], ep: EPConfig, target: str, settings: MeasureSettings,
+                deadline: float, say: Progress,
+                pred: KernelPredictor | None) -> tuple[list[MeasuredModel], list[ModelSource], list[str]]:
+    """`measure_transfer`'s first pass: the models measured, their sources and the skips."""
     queues: dict[str, list[ModelSource]] = {}
     for src in models:
         queues.setdefault(src.family if pred is not None else "", []).append(src)
     ratios: dict[str, list[float]] = {f: [] for f in queues}
     done: dict[str, int] = dict.fromkeys(queues, 0)
     measured: list[MeasuredModel] = []
+    sources: list[ModelSource] = []
     skipped: list[str] = []
     total = len(models)
     for i in range(total):
@@ -218,9 +259,35 @@ def measure_transfer(models: Sequence[ModelSource], ep: EPConfig, target: str, s
             skipped.append(f"{src.name}: {str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__}")
             continue
         measured.append(m)
+        sources.append(src)
         if pred is not None:
             ratios[family].extend(kernel_log_ratios(pred, m))
-    return measured, skipped
+    return measured, sources, skipped
+
+
+def transfer_noise(measured: Sequence[MeasuredModel]) -> tuple[float, int]:
+    """The transfer truth's own noise: the median `spread` over the models measured twice or more, and their count
+    (NaN and 0 when none was)."""
+    spreads = [m.spread for m in measured if math.isfinite(m.spread)]
+    return (float(np.median(spreads)) if spreads else math.nan), len(spreads)
+
+
+def noise_text(spread: float, repeated: int) -> str:
+    """The transfer truth's noise (`transfer_noise`) in words."""
+    if not repeated:
+        return "no transfer model was measured twice, so their noise is unknown"
+    return f"{repeated} measured twice, their passes a median {spread:.1%} apart"
+
+
+def merge_passes(a: MeasuredModel, b: MeasuredModel) -> MeasuredModel:
+    """Two passes over one transfer model as one: the quickest latency, each node's quickest target (host load only
+    ever slows a pass down), every pass's latency kept. The kernel graphs must agree node for node."""
+    if [s.kernel_id for s in a.specs] != [s.kernel_id for s in b.specs]:
+        raise HaseError(f"transfer model {a.name}: its passes built different kernel graphs: measure it again")
+    targets = tuple(min((v for v in (x, y) if math.isfinite(v)), default=math.nan)
+                    for x, y in zip(a.target_ms, b.target_ms, strict=True))
+    passes = (*(a.pass_ms or (a.latency_ms,)), *(b.pass_ms or (b.latency_ms,)))
+    return dataclasses.replace(a, latency_ms=min(passes), target_ms=targets, pass_ms=passes)
 
 
 def kernel_log_ratios(pred: KernelPredictor, m: MeasuredModel) -> list[float]:
@@ -280,7 +347,7 @@ def measure_one(src: ModelSource, ep: EPConfig, target: str, settings: MeasureSe
         values = [per_kernel.get(n.spec.kernel_id) for n in nodes]
     latency = row.get("latency_ms") or row["median_ms"]
     return MeasuredModel(src.name, src.family, float(latency), tuple(n.spec for n in nodes),
-                         tuple(float(v) if v is not None and v > 0 else math.nan for v in values))
+                         tuple(float(v) if v is not None and v > 0 else math.nan for v in values), (float(latency),))
 
 
 def scale_forests(pred: KernelPredictor, measured: Sequence[MeasuredModel],

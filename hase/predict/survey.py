@@ -2,11 +2,12 @@
 --survey`) and judged on it (`benchmarks/cross_host.py`) later and anywhere, without measuring again.
 
 Per device configuration (a shipped predictor's: its EP, threads, optimization level and target), a survey holds
-the host's fingerprint and speed signature, the transfer set measured as `hase adapt` measures it (each model's
-latency and each node's target), and real models timed in interleaved passes (the quickest pass is the truth, the
-gap to the second quickest its own noise, every pass kept). Every model carries its kernel graph *as ORT built it
-on the surveyed host* (kernel specs, shared in one table), since fusions and NCHWc blocking follow the host's ISA:
-a predictor judged on the survey predicts the graph the surveyed host runs, wherever the judging happens.
+the host's fingerprint and speed signature, the transfer set measured as `hase adapt` measures it (in two passes
+minutes apart: each model's quickest latency and every pass's, each node's quickest target), and real models
+timed in interleaved passes (the quickest pass is the truth, the gap to the second quickest its own noise, every
+pass kept). Every model carries its kernel graph *as ORT built it on the surveyed host* (kernel specs, shared in
+one table), since fusions and NCHWc blocking follow the host's ISA: a predictor judged on the survey predicts the
+graph the surveyed host runs, wherever the judging happens.
 
 The file is gzip'd JSON (`FORMAT`), written atomically; `load_survey` checks it and names what is wrong.
 """
@@ -47,8 +48,8 @@ from hase.predict.threads import ThreadModel
 from hase.runtime.host import HostFingerprint, host_fingerprint, others_cpu_s
 from hase.version import __version__
 
-FORMAT = 2  # 2 (2026-11-29): one kernel table for every device configuration; 1: a table per configuration
-FORMATS = (1, 2)  # what `load_survey` reads
+FORMAT = 3  # 3 (2026-12-07): every transfer pass's latency (`pass_ms`); 2: one kernel table for every device
+FORMATS = (1, 2, 3)  # configuration; 1: a table per configuration. What `load_survey` reads: all three
 DEFAULT_DEVICES = ("cpu-1t", "cpu-mt")
 DEFAULT_TRANSFER_S = 150.0  # seconds of transfer measurements per device configuration
 REAL_PASSES = 5  # passes over the real models; their latency is the quickest, the next quickest's gap its noise
@@ -209,7 +210,7 @@ def _device_dict(d: DeviceSurvey) -> dict[str, Any]:
     return {"device": d.device, "intra_op_threads": d.intra_op_threads, "opt_level": d.opt_level,
             "target": d.target, "signature": d.signature, "transfer_s": d.transfer_s, "skipped": list(d.skipped),
             "others_cores": d.others_cores if math.isfinite(d.others_cores) else None,
-            "transfer": [{"name": m.name, "family": m.family, "latency_ms": m.latency_ms,
+            "transfer": [{"name": m.name, "family": m.family, "latency_ms": m.latency_ms, "pass_ms": list(m.pass_ms),
                           "kernel_ids": [s.kernel_id for s in m.specs],
                           "target_ms": [v if math.isfinite(v) else None for v in m.target_ms]} for m in d.transfer],
             "real": [{"name": m.name, "sha256": m.sha256, "kernel_ids": list(m.kernel_ids), "pass_ms": list(m.pass_ms),
@@ -254,7 +255,8 @@ def _device_from(d: Mapping[str, Any], shared: Mapping[str, Any] | None = None) 
         kernels = {k: KernelSpec.from_json(json.dumps(shared[k])) for k in sorted(named)}
     transfer = tuple(MeasuredModel(m["name"], m["family"], float(m["latency_ms"]),
                                    tuple(kernels[k] for k in m["kernel_ids"]),
-                                   tuple(math.nan if v is None else float(v) for v in m["target_ms"]))
+                                   tuple(math.nan if v is None else float(v) for v in m["target_ms"]),
+                                   tuple(float(v) for v in m.get("pass_ms", (m["latency_ms"],))))
                      for m in d["transfer"])
     real = tuple(RealModel(m["name"], m["sha256"], tuple(m["kernel_ids"]), tuple(float(v) for v in m["pass_ms"]),
                            int(m["n_runs"])) for m in d["real"])

@@ -4,6 +4,9 @@ prediction; an interrupted adaptation writes nothing. Trained predictors keep th
 and noise."""
 from __future__ import annotations
 
+import dataclasses
+import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +16,17 @@ from tiny_store import adapt_tiny, build_tiny_store, train_tiny
 from hase.errors import HaseError
 from hase.measure.signature import Signature
 from hase.measure.store import Store
-from hase.measure.types import ModelSource
-from hase.predict.adapt import MeasuredModel, adapt, next_family, recalibrate, scale_forests
+from hase.measure.types import MeasureSettings, ModelSource
+from hase.predict.adapt import (
+    MeasuredModel,
+    adapt,
+    measure_transfer,
+    merge_passes,
+    next_family,
+    recalibrate,
+    scale_forests,
+    transfer_noise,
+)
 from hase.predict.bundle import load_bundle, read_manifest
 from hase.predict.calibration import Calibration
 from hase.predict.dataset import load_device_data
@@ -22,7 +34,7 @@ from hase.predict.estimate import estimate_model
 from hase.predict.host_map import forest_label
 from hase.predict.locate import find_predictor
 from hase.runtime.host import host_fingerprint
-from hase.runtime.types import HOST_FP
+from hase.runtime.types import HOST_FP, EPConfig, TimingPolicy
 
 
 @pytest.fixture(scope="module")
@@ -128,3 +140,33 @@ def test_the_transfer_order_measures_every_family_first_then_where_the_source_is
     assert next_family(queues, ratios, {"conv": 1, "gemm": 1, "pool": 1}) == "pool"
     assert next_family(queues, ratios, {"conv": 1, "gemm": 1, "pool": 50}) == "gemm"  # ... and not once it is a lot
     assert next_family(queues, {**ratios, "gemm": []}, {"conv": 1, "gemm": 1, "pool": 1}) == "gemm"  # nothing back yet
+
+
+def test_transfer_models_are_measured_in_two_passes_and_keep_the_quickest(root):
+    fast = TimingPolicy(warmup=1, min_runs=5, max_runs=10, min_time_s=0.0, max_time_s=0.05)
+    settings = MeasureSettings(kernel=fast, model=fast, model_blocks=2, profile_warmup=1, profile_runs=3)
+    sources = [ModelSource(p.stem, "tiny", p) for p in sorted(root.glob("*.onnx"))][:4]
+    said: list[str] = []
+    measured, skipped = measure_transfer(sources, EPConfig(name="cpu-1t"), "span", settings,
+                                         time.perf_counter() + 120, said.append)
+    assert [m.name for m in measured] == [s.name for s in sources] and not skipped
+    assert sum("pass 2/2" in msg for msg in said) == len(sources)  # the second pass revisits every model
+    for m in measured:
+        assert len(m.pass_ms) == 2 and m.latency_ms == min(m.pass_ms) and m.spread >= 0
+        assert all(math.isfinite(v) and v > 0 for v in m.target_ms)
+    noise, repeated = transfer_noise(measured)
+    assert repeated == len(sources) and noise >= 0
+
+
+def test_two_passes_merge_into_the_quickest_latency_and_each_nodes_quickest_target(root):
+    """`merge_passes`, pure composition over real kernel specs."""
+    specs = tuple(list(load_device_data(root / "tiny.sqlite").specs.values())[:3])
+    a = MeasuredModel("m", "tiny", 2.0, specs, (1.0, math.nan, 3.0), (2.0,))
+    b = MeasuredModel("m", "tiny", 1.5, specs, (2.0, 0.5, math.nan), (1.5,))
+    m = merge_passes(a, b)
+    assert m.latency_ms == 1.5 and m.pass_ms == (2.0, 1.5) and m.spread == pytest.approx(2.0 / 1.5 - 1)
+    assert m.target_ms == (1.0, 0.5, 3.0)
+    assert merge_passes(m, b).pass_ms == (2.0, 1.5, 1.5)
+    assert math.isnan(a.spread) and transfer_noise([a]) == (pytest.approx(math.nan, nan_ok=True), 0)
+    with pytest.raises(HaseError, match="different kernel graphs"):
+        merge_passes(a, dataclasses.replace(b, specs=specs[::-1]))

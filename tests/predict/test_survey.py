@@ -55,6 +55,7 @@ def test_a_survey_holds_this_host_its_transfer_set_and_real_models(surveyed):
     assert d.intra_op_threads == 1 and d.signature["probes"]
     assert d.transfer and all(m.latency_ms > 0 for m in d.transfer) and math.isfinite(d.others_cores)
     assert sum(math.isfinite(v) for m in d.transfer for v in m.target_ms) > 0
+    assert all(1 <= len(m.pass_ms) <= 2 and m.latency_ms == min(m.pass_ms) for m in d.transfer)
     (real,) = d.real
     assert real.name == "real" and len(real.pass_ms) == 5 and real.latency_ms == min(real.pass_ms)
     assert 0 <= real.spread <= real.full_spread and real.n_runs >= 10 and len(real.sha256) == 64
@@ -66,11 +67,19 @@ def test_a_first_format_survey_with_a_kernel_table_per_configuration_still_reads
     path, _ = surveyed
     s = load_survey(path)
     d = survey_dict(s)
-    assert d["format"] == 2 and "kernels" not in d["devices"]["cpu-1t"]  # one table, named by every configuration
+    assert d["format"] == 3 and "kernels" not in d["devices"]["cpu-1t"]  # one table, named by every configuration
     old = {**{k: v for k, v in d.items() if k != "kernels"}, "format": 1,
            "devices": {n: {**v, "kernels": d["kernels"]} for n, v in d["devices"].items()}}
     (tmp_path / "old.survey.json.gz").write_bytes(gzip.compress(json.dumps(old).encode()))
     assert survey_dict(load_survey(tmp_path / "old.survey.json.gz")) == d
+    # format 2 had no transfer passes: each model reads as measured once, at its latency
+    def once(v: dict) -> dict:
+        return {**v, "transfer": [{k: x for k, x in m.items() if k != "pass_ms"} for m in v["transfer"]]}
+
+    two = {**d, "format": 2, "devices": {n: once(v) for n, v in d["devices"].items()}}
+    (tmp_path / "two.survey.json.gz").write_bytes(gzip.compress(json.dumps(two).encode()))
+    again = load_survey(tmp_path / "two.survey.json.gz").devices["cpu-1t"].transfer
+    assert all(m.pass_ms == (m.latency_ms,) and math.isnan(m.spread) for m in again)
 
 
 def test_adapting_from_a_survey_measures_nothing_and_names_the_survey(surveyed, tmp_path):
