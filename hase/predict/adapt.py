@@ -49,7 +49,7 @@ from hase.predict.host_map import HostMap, fit_host_map, forest_label, label_sum
 from hase.predict.locate import adapted_name, find_predictor
 from hase.predict.manifest import CalibrationEntry
 from hase.predict.metrics import Scores, score
-from hase.predict.predictor import KernelPredictor
+from hase.predict.predictor import KernelPredictor, intensity
 from hase.runtime.host import HostFingerprint, host_fingerprint
 from hase.runtime.types import EPConfig
 
@@ -358,6 +358,7 @@ def scale_forests(pred: KernelPredictor, measured: Sequence[MeasuredModel],
     labels: list[str] = []
     p: list[float] = []
     y: list[float] = []
+    specs: list[KernelSpec] = []
     for m in measured:
         uniq = {s.kernel_id: s for s in m.specs}
         p_of = dict(zip(uniq, pred.predict_routes(list(uniq.values()), 1)[2], strict=True))
@@ -367,7 +368,8 @@ def scale_forests(pred: KernelPredictor, measured: Sequence[MeasuredModel],
                 labels.append(forest_label(key, source, member.family))
                 p.append(float(p_of[spec.kernel_id]))
                 y.append(t)
-    hmap = fit_host_map(labels, p, y, shrink)
+                specs.append(spec)
+    hmap = fit_host_map(labels, p, y, shrink, intensity=intensity(specs))
     scales = {label: {"scale": round(math.exp(hmap.offsets[label]), 5),
                       "measured_ratio": round(ys / max(ps, 1e-12), 5), "n": n}
               for label, ys, ps, n in label_sums(labels, y, p)}

@@ -318,8 +318,9 @@ class KernelPredictor:
             draws = np.clip(draws, low[:, None], high[:, None])
         if self.host_maps_:  # after the clamp: the bands are the source host's (`hase.predict.host_map`)
             labels = [forest_label(r[0], r[1], r[2].family) for r in routes]
+            ai = intensity(specs) if any(m.ai_knots for m in self.host_maps_) else None
             for m in self.host_maps_:
-                f = np.exp(m.log_factor(pred, labels))
+                f = np.exp(m.log_factor(pred, labels, ai))
                 pred, draws = pred * f, draws * f[:, None]
         return Routes([r[0] for r in routes], [r[1] for r in routes], pred, draws, roof, clamped)
 
@@ -415,6 +416,12 @@ class Routes:
     draws: NDArray[np.float64]
     roofline_ms: NDArray[np.float64]
     clamped: list[str]
+
+
+def intensity(specs: Sequence[KernelSpec]) -> NDArray[np.float64]:
+    """Each kernel's arithmetic intensity (FLOPs per byte, from its own family's features; 0 without bytes)."""
+    costs = [features.extract(s) for s in specs]
+    return np.array([c["flops"] / c["bytes"] if c["bytes"] > 0 else 0.0 for c in costs], dtype=np.float64)
 
 
 def _bands(meta: Mapping[str, Any]) -> dict[str, tuple[float, float]]:

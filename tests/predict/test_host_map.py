@@ -1,5 +1,6 @@
 """hase.predict.host_map: the size curve and per-forest offsets recovered from kernels whose host ratio grows with
-their size, flat past the sizes measured, shrunk where few kernels speak, written and read back unchanged."""
+their size, the intensity curve from kernels of one size that the target host runs slower or faster by their FLOPs
+per byte, flat past the values measured, shrunk where few kernels speak, written and read back unchanged."""
 from __future__ import annotations
 
 import math
@@ -7,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from hase.predict.host_map import KNOTS, HostMap, fit_host_map
+from hase.predict.host_map import AI_FLOOR, KNOTS, HostMap, fit_host_map
 
 
 def _kernels(n: int = 4000) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -59,3 +60,34 @@ def test_a_map_is_written_and_read_back_and_bad_ones_are_named():
         HostMap.from_dict({"curve": [0.0]})
     with pytest.raises(ValueError, match="no kernel"):
         fit_host_map(["A"], [float("nan")], [1.0])
+
+
+def test_the_intensity_curve_separates_memory_bound_from_compute_bound_kernels_of_one_size():
+    """As from a Zen 4 to a Xeon VM: at every size, kernels under 1 FLOP/byte run 2x slower, those over 10 FLOPs/byte
+    0.75x, in the same forest: a size curve alone averages them, the intensity curve tells them apart."""
+    rng = np.random.default_rng(0)
+    n = 4000
+    p = 10 ** rng.uniform(-3, 0, n)
+    ai = np.where(rng.random(n) < 0.5, 10 ** rng.uniform(-1, -0.2, n), 10 ** rng.uniform(1.2, 2.5, n))
+    y = p * np.where(ai < 1, 2.0, 0.75)
+    labels = ["Gemm"] * n
+    m = fit_host_map(labels, p, y, shrink=5.0, intensity=ai)
+    np.testing.assert_allclose(p * np.exp(m.log_factor(p, labels, ai)), y, rtol=0.05)
+    size_only = fit_host_map(labels, p, y, shrink=5.0)
+    assert np.max(np.abs(p * np.exp(size_only.log_factor(p, labels)) / y - 1)) > 0.3
+    # a kernel without arithmetic (a Reshape) is memory-bound: it is read at the floor of the curve
+    assert m.log_factor([1e-2], ["Gemm"], [0.0])[0] == pytest.approx(m.log_factor([1e-2], ["Gemm"], [AI_FLOOR])[0])
+    again = HostMap.from_dict(m.to_dict())
+    assert again == m and "FLOP/B" in m.describe()
+    with pytest.raises(ValueError, match="intensity curve"):
+        m.log_factor(p, labels)
+
+
+def test_a_map_written_before_the_intensity_curve_applies_its_size_curve_alone():
+    labels, p, y = _kernels()
+    m = fit_host_map(labels, p, y)
+    old = {k: v for k, v in m.to_dict().items() if not k.startswith("ai_")}
+    assert "ai_knots" not in m.to_dict()
+    np.testing.assert_allclose(HostMap.from_dict(old).log_factor(p, labels), m.log_factor(p, labels))
+    with pytest.raises(ValueError, match="intensity knots"):
+        HostMap((0.0,), (0.0,), {}, (0.0, 1.0), (0.0,))
