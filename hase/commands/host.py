@@ -35,7 +35,7 @@ from hase.measure.signature import (
     measure_signature,
 )
 from hase.measure.types import ModelSource
-from hase.predict.adapt import noise_text, transfer_noise
+from hase.predict.adapt import TRANSFER_PASSES, noise_text, transfer_noise
 from hase.predict.bundle import manifest_ep_config, read_manifest
 from hase.predict.locate import find_predictor
 from hase.predict.survey import DEFAULT_DEVICES, DEFAULT_TRANSFER_S, save_survey, survey_host
@@ -78,6 +78,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_predictors_arg(survey)
     survey.add_argument("--transfer-s", type=float, default=DEFAULT_TRANSFER_S,
                         help="seconds of transfer-set measurements per device configuration (default %(default)g)")
+    survey.add_argument("--transfer-passes", type=int, default=TRANSFER_PASSES,
+                        help="passes over the transfer models, minutes apart; each keeps its quickest (default "
+                             "%(default)d)")
     survey.add_argument("--real", metavar="DIR", action="append", default=None,
                         help="real models to time: every .onnx of DIR (repeatable; default: those of "
                              f"{' and '.join(paths.SURVEY_REAL)} that exist, the same file once)")
@@ -213,6 +216,8 @@ def real_sources(dirs: Sequence[str] | None) -> list[ModelSource]:
 
 def run_survey(args: argparse.Namespace) -> int:
     """Survey this host and write the file; one line per step on stderr, the summary on stdout."""
+    if not 1 <= args.transfer_passes <= 5:
+        raise HaseError(f"--transfer-passes must be from 1 to 5 (got {args.transfer_passes})")
     if args.transfer_s < 10:
         raise HaseError(f"--transfer-s {args.transfer_s:g} is too short to measure a transfer set: give 10 or more")
     fp = host_fingerprint()
@@ -231,7 +236,7 @@ def run_survey(args: argparse.Namespace) -> int:
         say("no real models found (give --real DIR): the survey can adapt predictors but not judge them")
     transfer = transfer_sources(args.models, say)
     t0 = time.perf_counter()
-    s = survey_host(devices, transfer, real, transfer_s=args.transfer_s,
+    s = survey_host(devices, transfer, real, transfer_s=args.transfer_s, transfer_passes=args.transfer_passes,
                     predictors_dir=args.predictors, progress=say)
     save_survey(s, out)
     c = stdout_console(highlight=False, soft_wrap=True)

@@ -7,7 +7,8 @@ source predictor is most wrong here (`next_family`), in `TRANSFER_PASSES` passes
 as many models as its share of the budget allows, each later one over the same models again; a model keeps its
 quickest latency and each node its quickest target (`merge_passes`). One pass is not a truth on these VMs: on a
 2-core Xeon VM a one-pass survey read its transfer models a median 11 % slow, a tenth of them 50 % or more, against
-two passes minutes later, and the adapted predictor followed (docs/results.md, "Host surveys"). Then:
+two passes hours later, and the adapted predictor followed; two passes there were a median 8.7 % apart, three 5.6 %
+(second-quickest over quickest; docs/host.md, `hase adapt`). Then:
 
 1. **A host map** (`hase.predict.host_map`): log(measured / predicted) of each kernel as a curve over the
    prediction's size plus an offset per forest (its op key's own forest, its family's, or the generic one),
@@ -55,7 +56,7 @@ from hase.runtime.types import EPConfig
 
 log = logging.getLogger(__name__)
 
-TRANSFER_PASSES = 2  # passes over the transfer models; each model keeps its quickest
+TRANSFER_PASSES = 3  # passes over the transfer models; each model keeps its quickest
 SAMPLED = "sampled-"  # families of one-kernel blocks: kernels for the scales, never models for the calibration
 RESERVE_S = 5.0  # kept back from the budget for fitting and writing
 Progress = Callable[[str], None]
@@ -275,8 +276,8 @@ def transfer_noise(measured: Sequence[MeasuredModel]) -> tuple[float, int]:
 def noise_text(spread: float, repeated: int) -> str:
     """The transfer truth's noise (`transfer_noise`) in words."""
     if not repeated:
-        return "no transfer model was measured twice, so their noise is unknown"
-    return f"{repeated} measured twice, their passes a median {spread:.1%} apart"
+        return "no transfer model was measured more than once, so their noise is unknown"
+    return f"{repeated} measured more than once, the second-quickest pass a median {spread:.1%} above the quickest"
 
 
 def merge_passes(a: MeasuredModel, b: MeasuredModel) -> MeasuredModel:

@@ -2,7 +2,7 @@
 --survey`) and judged on it (`benchmarks/cross_host.py`) later and anywhere, without measuring again.
 
 Per device configuration (a shipped predictor's: its EP, threads, optimization level and target), a survey holds
-the host's fingerprint and speed signature, the transfer set measured as `hase adapt` measures it (in two passes
+the host's fingerprint and speed signature, the transfer set measured as `hase adapt` measures it (in passes
 minutes apart: each model's quickest latency and every pass's, each node's quickest target), and real models
 timed in interleaved passes (the quickest pass is the truth, the gap to the second quickest its own noise, every
 pass kept). Every model carries its kernel graph *as ORT built it on the surveyed host* (kernel specs, shared in
@@ -31,6 +31,7 @@ from hase.measure.model import time_model
 from hase.measure.signature import DEFAULT_BUDGET_S, measure_signature
 from hase.measure.types import MeasureSettings, ModelSource
 from hase.predict.adapt import (
+    TRANSFER_PASSES,
     Adaptation,
     AdaptResult,
     MeasuredModel,
@@ -132,11 +133,13 @@ class Survey:
 
 def survey_host(devices: Sequence[str], transfer: Sequence[ModelSource], real: Sequence[ModelSource], *,
                 transfer_s: float = DEFAULT_TRANSFER_S, passes: int = REAL_PASSES,
+                transfer_passes: int = TRANSFER_PASSES,
                 signature_s: float = DEFAULT_BUDGET_S,
                 predictors_dir: str | Path | None = None, settings: MeasureSettings | None = None,
                 progress: Progress | None = None) -> Survey:
     """Measure this host for each device configuration (a predictor of that name must exist: its EP settings and
-    target are the ones surveyed): signature, transfer set for `transfer_s` seconds, real models in `passes`."""
+    target are the ones surveyed): signature, transfer set for `transfer_s` seconds in `transfer_passes`, real models
+    in `passes`."""
     if not devices:
         raise HaseError("no device configuration to survey: give --device (e.g. cpu-1t)")
     if passes < 2:
@@ -153,7 +156,7 @@ def survey_host(devices: Sequence[str], transfer: Sequence[ModelSource], real: S
         signature = measure_signature(ep, signature_s, fp.digest).to_dict()
         t0 = time.perf_counter()
         measured, skipped = measure_transfer(transfer, ep, bundle.default_target, settings, t0 + transfer_s,
-                                             _prefixed(say, device))
+                                             _prefixed(say, device), passes=transfer_passes)
         spent = time.perf_counter() - t0
         kernels = {s.kernel_id: s for m in measured for s in m.specs}
         reals, real_skipped = _time_real(real, ep, settings, passes, kernels, _prefixed(say, device))

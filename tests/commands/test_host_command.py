@@ -119,6 +119,7 @@ def test_host_show_and_adapt_errors(capsys, tmp_path):
     (["adapt", "--out", "hase/predictors"], "inside the predictors shipped with Hase"),
     (["host", "check", "--device", "nope"], "no trained predictor for device 'nope'"),
     (["host", "survey", "--transfer-s", "1"], "too short to measure a transfer set"),
+    (["host", "survey", "--transfer-passes", "0"], "--transfer-passes must be from 1 to 5"),
     (["host", "survey", "--out", "hase"], "is a directory"),
     (["adapt", "--survey", "/nonexistent/host.survey.json.gz"], "does not exist"),
     (["adapt", "--survey", "README.md"], "not a gzip'd JSON survey"),
