@@ -8,9 +8,9 @@ recalibration then bent α down to compensate, and large models came out too fas
 
 Nor do they differ by size alone. From that Zen 4 VM to a 2-core Xeon (family 6 model 207), kernels of the same
 forest and size went opposite ways by their arithmetic intensity (FLOPs per byte moved): batch-1 classifier GEMMs and
-1x1 convolutions under 1 FLOP/byte ran 2-2.8x slower, transformer GEMMs and large convolutions over 10 FLOPs/byte
-0.75-0.84x (faster): the roofline's two slopes, compute and memory, moved apart. A size curve fitted on the zoo's
-classifier heads made every real transformer's GEMMs 20-40 % too slow there.
+convolutions under 1 FLOP/byte ran 1.6-2x slower, transformer GEMMs and large convolutions over 10 FLOPs/byte
+0.7-0.9x (faster): the roofline's two slopes, compute and memory, moved apart (`benchmarks/host_ratios.py`). A size
+curve fitted on the zoo's classifier heads made every real transformer's GEMMs 20-40 % too slow there.
 
 So the map is `log(target / source) = curve(log10 source_ms) + ai_curve(log10 FLOPs/byte) + offset[forest]`: each
 curve is the ratio of summed measured to summed predicted times of the kernels near each knot (triangular weights,
