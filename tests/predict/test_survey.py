@@ -4,6 +4,7 @@ and scored on its real models; broken survey files are one-line errors."""
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -103,6 +104,22 @@ def test_real_models_are_scored_from_the_survey_alone(surveyed):
     (row,) = real_predictions(a.predictor, a.calibration, d)
     assert row["model"] == "real" and row["predicted_ms"] > 0 and row["measured_ms"] == d.real[0].latency_ms
     assert row["error_pct"] == pytest.approx((row["predicted_ms"] / row["measured_ms"] - 1) * 100)
+
+
+def test_host_ratios_lays_out_the_transfer_kernels_by_forest_size_and_intensity(surveyed):
+    """benchmarks/host_ratios.py's table, from the survey alone: every measured transfer kernel, once."""
+    spec = importlib.util.spec_from_file_location(
+        "host_ratios", Path(__file__).resolve().parents[2] / "benchmarks" / "host_ratios.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    path, predictors = surveyed
+    d = load_survey(path).devices["cpu-1t"]
+    bundle = load_bundle(predictors / "cpu-1t")
+    df = mod.kernel_ratios(bundle.predictors[bundle.default_target], d)
+    assert len(df) == sum(math.isfinite(v) and v > 0 for m in d.transfer for v in m.target_ms)
+    assert (df["ratio"] > 0).all() and (df["intensity"] >= 0).all() and df["forest"].notna().all()
+    assert df["size"].notna().all()
 
 
 def test_a_survey_of_other_settings_is_refused(surveyed, tmp_path):
