@@ -10,7 +10,7 @@ from typing import Any
 from hase import paths
 from hase.commands.common import add_device_arg, add_json_arg, add_predictors_arg, stderr_console, stdout_console
 from hase.errors import HaseError
-from hase.predict.adapt import AdaptResult, adapt, noise_text
+from hase.predict.adapt import BUDGET_S, AdaptResult, adapt, noise_text
 from hase.predict.locate import check_not_shipped, find_predictor
 from hase.predict.survey import adapt_from_survey, load_survey
 from hase.sampler.transfer import transfer_sources
@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "nothing behind. See docs/host.md.")
     add_device_arg(p, "device configuration whose predictor to adapt")
     add_predictors_arg(p)
-    p.add_argument("--budget-s", type=float, default=300.0, help="seconds of measuring (default %(default)g)")
+    p.add_argument("--budget-s", type=float, default=BUDGET_S, help="seconds of measuring (default %(default)g)")
     p.add_argument("--out", metavar="DIR", default=None,
                    help=f"predictors root to write into (default: the user directory, {paths.USER_PREDICTORS_HELP})")
     p.add_argument("--models", metavar="DIR", action="append", default=None,

@@ -57,6 +57,7 @@ from hase.runtime.types import EPConfig
 log = logging.getLogger(__name__)
 
 TRANSFER_PASSES = 3  # passes over the transfer models; each model keeps its quickest
+BUDGET_S = 300.0  # `hase adapt`'s default seconds of measuring; a survey measures its transfer set as long
 SAMPLED = "sampled-"  # families of one-kernel blocks: kernels for the scales, never models for the calibration
 RESERVE_S = 5.0  # kept back from the budget for fitting and writing
 Progress = Callable[[str], None]
@@ -133,7 +134,7 @@ def fit_adaptation(pred: KernelPredictor, cal: Calibration, measured: Sequence[M
     return Adaptation(adapted, new_cal, choice, scales, global_scale, before, after, fit)
 
 
-def adapt(device: str, models: Sequence[ModelSource], budget_s: float = 300.0, out_root: str | Path | None = None,
+def adapt(device: str, models: Sequence[ModelSource], budget_s: float = BUDGET_S, out_root: str | Path | None = None,
           predictors_dir: str | Path | None = None, *, settings: MeasureSettings | None = None, shrink: float = 5.0,
           progress: Progress | None = None, started: float | None = None) -> AdaptResult:
     """Adapt `device`'s predictor (never an earlier adaptation) to this host within `budget_s` seconds, measuring

@@ -31,6 +31,7 @@ from hase.measure.model import time_model
 from hase.measure.signature import DEFAULT_BUDGET_S, measure_signature
 from hase.measure.types import MeasureSettings, ModelSource
 from hase.predict.adapt import (
+    BUDGET_S,
     TRANSFER_PASSES,
     Adaptation,
     AdaptResult,
@@ -52,7 +53,10 @@ from hase.version import __version__
 FORMAT = 3  # 3 (2026-12-07): every transfer pass's latency (`pass_ms`); 2: one kernel table for every device
 FORMATS = (1, 2, 3)  # configuration; 1: a table per configuration. What `load_survey` reads: all three
 DEFAULT_DEVICES = ("cpu-1t", "cpu-mt")
-DEFAULT_TRANSFER_S = 150.0  # seconds of transfer measurements per device configuration
+# seconds of transfer measurements per device configuration: what `hase adapt` measures by default. At 150 s the
+# survey of 248e36c95a80 reached only the smallest transfer models (127, median 0.6 ms) and adapted the shipped
+# `cpu-1t` to 29-34 % within ±10 % on `dev16` there; at 300 s (226 models) to 63 %, the live `hase adapt`'s 61 %
+DEFAULT_TRANSFER_S = BUDGET_S
 REAL_PASSES = 5  # passes over the real models; their latency is the quickest, the next quickest's gap its noise
 Progress = Callable[[str], None]
 
