@@ -307,9 +307,9 @@ def test_shipped_configs_are_valid_and_sized():
     # 13 Casts, 4 softmaxes beyond the caches, 9 outer-axis reductions, 4 GQA head repeats, 7 outer sums/products, 7
     # channel/token transposes, 4 last-axis Expands), 7 segmentation heads, 16 batched and 4 large-plane depthwise
     # convs, 5 batch-8 pointwise/stem convs, 12 depthwise/pointwise ones across the last-level cache, 24 grouped ones,
-    # 28 strided or batch-16 grouped ones and 6 dense batch-16 ones, 11 attentions over many windows, heads or tokens,
-    # 5 RMSNorms at decoder sizes, 4 audio 1-D convs, 3 unrolled scans, 8 local-attention Einsums and 6 relative-key
-    # ones
+    # 28 strided or batch-16 grouped ones, 16 stride-1 ones of 4 and 8 channels a group and 6 dense batch-16 ones,
+    # 11 attentions over many windows, heads or tokens, 5 RMSNorms at decoder sizes, 4 audio 1-D convs, 3 unrolled
+    # scans, 8 local-attention Einsums and 6 relative-key ones
     listed = {"sampled-matmul_m128_k768_n3072_r3_none", "sampled-matmul_m128_k4096_n1024_r3_none",
               "sampled-matmul_m1024_k768_n3072_r3_none", "sampled-pool_b1_c1280_r7_k1_s1_window",
               "sampled-pool_b1_c64_r56_k3_s1_mixer", "sampled-resize_c256_r16_o128_linear",
@@ -321,7 +321,7 @@ def test_shipped_configs_are_valid_and_sized():
               "sampled-conv_b4_i96_o96_r112_k3_s2_d1_g4_relu", "sampled-pool_b1_c48_r224_k1_s1_se"}
     sampler = zoo_sampler(small)
     assert sampler is not None
-    assert len(small.specs) - len(hand) == sampler.kernels + 28 + 22 + 16 + 60 + 98 + 11 + 5 + 4 + 3 + 14
+    assert len(small.specs) - len(hand) == sampler.kernels + 28 + 22 + 16 + 60 + 114 + 11 + 5 + 4 + 3 + 14
     assert listed <= {s.name for s in small.specs}
     assert {s.family for s in small.specs if is_sampled(s.family)} == {f.name for f in zoo.families()
                                                                         if is_sampled(f.name)}
