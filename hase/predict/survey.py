@@ -55,7 +55,7 @@ FORMATS = (1, 2, 3)  # configuration; 1: a table per configuration. What `load_s
 DEFAULT_DEVICES = ("cpu-1t", "cpu-mt")
 # seconds of transfer measurements per device configuration: what `hase adapt` measures by default. At 150 s the
 # survey of 248e36c95a80 reached only the smallest transfer models (127, median 0.6 ms) and adapted the shipped
-# `cpu-1t` to 29-34 % within ±10 % on `dev16` there; at 300 s (226 models) to 63 %, the live `hase adapt`'s 61 %
+# `cpu-1t` to 29-34 % within ±10 % on `dev16` there; at 300 s (224-226 models) to 63-74 %, the live `hase adapt`'s 61 %
 DEFAULT_TRANSFER_S = BUDGET_S
 REAL_PASSES = 5  # passes over the real models; their latency is the quickest, the next quickest's gap its noise
 Progress = Callable[[str], None]
