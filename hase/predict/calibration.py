@@ -4,8 +4,8 @@
     latency = alpha * sum(kernel) + gamma * n_kernels + beta    form "per_kernel"
     latency = (alpha + delta * ln S) * sum(kernel) + gamma * n_kernels + beta    form "size"
               (S: the sum in ms, clipped to the smallest and largest sums the fit saw)
-    latency = alpha * sum(kernel) + gamma * n_kernels + beta    form "large"
-              (gamma read off the small models, `node_term`; alpha, beta fitted on the large ones alone)
+    latency = alpha * sum(kernel) + gamma * n_kernels           form "large"
+              (gamma read off the small models, `node_term`; alpha fitted on the large ones alone, no beta)
 
 The per-kernel term exists because a standalone kernel run pays a fixed invocation cost that a node
 inside a model does not. The size term lets the scale grow with the model (inside a large model a kernel
@@ -22,8 +22,13 @@ Fitted together, gamma trades against alpha: the zoo's calibration models run a 
 sum, real models about 1, so gamma is pinned where real models never are, and eight collects of one host fitted
 alpha 0.85-1.02 from measurements that agreed within a few per cent (docs/results.md, "Why the six runs differ").
 "large" splits the two: gamma is the median per-node excess of the small models (under NODE_SMALL_MS, where the
-per-node cost is most of the latency), alpha and beta are fitted with it on the models of LARGE_MS and more of
-kernel sum (real models' size and kernels-per-ms), which a real model's prediction depends on.
+per-node cost is most of the latency), alpha is fitted with it on the models of LARGE_MS and more of kernel sum
+(real models' size and kernels-per-ms), which a real model's prediction depends on. It has no intercept: a model's
+fixed cost is what the small models' latency is made of, and gamma already reads it off them (the median residual
+they leave is about 0 by construction); an intercept fitted on models of 5-300 ms is a fraction of a millisecond
+they cannot tell from noise, and it absorbs whatever gamma is off by for their many kernels, then lands whole on
+every small model (a noisy collect on `bd14ee861c62`, 2026-12-07: gamma -5.2 us/node from the small models, beta
++0.36 ms from the large ones, the small models a median 54 % off in-sample; with no intercept 15 %).
 """
 from __future__ import annotations
 
@@ -56,7 +61,7 @@ BALANCES = ("none", "size")  # [training] calibration_balance: how the calibrati
 BINS_PER_DECADE = 2  # size_balance's bins: half-decades of measured latency
 NODE_SMALL_MS = 2.0  # `node_term` reads the per-node term off models quicker than this (their sums are mostly
 NODE_MIN_MODELS = 3  # per-node costs) or, when fewer than NODE_MIN_MODELS are, off the NODE_MIN_MODELS quickest
-LARGE_MS = 5.0  # the "large" form fits alpha, beta on the models of this kernel sum (ms) and more, or, when fewer
+LARGE_MS = 5.0  # the "large" form fits alpha on the models of this kernel sum (ms) and more, or, when fewer
 LARGE_MIN_MODELS = 8  # than LARGE_MIN_MODELS are, on the LARGE_MIN_MODELS largest
 MIN_SHARE = 0.05  # the least share of a kernel sum a calibration leaves: only a model far below the fitted sizes
 # reaches it (standalone `warm` sums overshoot a model up to 13x, so a larger share would cut real predictions)
@@ -198,7 +203,9 @@ def large_rows(sum_ms: NDArray[np.float64]) -> NDArray[np.intp]:
 
 
 def _design(sum_ms: NDArray[np.float64], n_kernels: NDArray[np.float64], form: str) -> NDArray[np.float64]:
-    if form in ("scale", "large"):
+    if form == "large":  # alpha alone: gamma is given, and there is no intercept (the module docstring)
+        return sum_ms[:, None]
+    if form == "scale":
         return np.column_stack([sum_ms, np.ones_like(sum_ms)])
     cols = [sum_ms, np.ones_like(sum_ms), n_kernels]
     if form == "size":
@@ -214,8 +221,8 @@ def fit_calibration(sum_ms: ArrayLike, n_kernels: ArrayLike, measured_ms: ArrayL
     (what RMSPE measures); huber is relative with the robust Huber loss (a few odd models cannot
     pull the fit). `weight` (one per model, > 0; all 1 when None) scales each model's share of the loss:
     training gives models measured on a busy host less (`hase.predict.trust`). "large" reads gamma off the small
-    models (`node_term`) and fits alpha, beta on the large ones (`large_rows`). Fewer models than coefficients + 1
-    falls back to `raw`.
+    models (`node_term`) and fits alpha alone on the large ones (`large_rows`; beta 0). Fewer models than
+    coefficients + 1 falls back to `raw`.
     """
     if form not in FORMS or fitter not in FITTERS:
         raise HaseError(f"unknown calibration {form}/{fitter}: forms {list(FORMS)}, fitters {list(FITTERS)}")
@@ -249,4 +256,5 @@ def fit_calibration(sum_ms: ArrayLike, n_kernels: ArrayLike, measured_ms: ArrayL
     if form == "size":
         return Calibration(form, fitter, float(coef[0]), float(coef[1]), gamma, float(coef[3]), float(s.min()),
                            float(s.max()))
-    return Calibration(form, fitter, float(coef[0]), float(coef[1]), gamma)
+    beta = float(coef[1]) if len(coef) > 1 else 0.0
+    return Calibration(form, fitter, float(coef[0]), beta, gamma)

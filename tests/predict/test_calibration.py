@@ -81,17 +81,34 @@ def test_large_form_reads_gamma_off_small_models_and_fits_alpha_on_large_ones():
     small_s, small_n = rng.uniform(0.2, 1.5, 40), rng.integers(20, 200, 40).astype(float)
     large_s, large_n = rng.uniform(5, 200, 12), rng.integers(20, 300, 12).astype(float)
     s, n = np.concatenate([small_s, large_s]), np.concatenate([small_n, large_n])
-    y = 0.93 * s - 0.006 * n + 0.04
+    y = 0.93 * s - 0.005 * n
     y[:40] = small_s - 0.005 * small_n  # the small models: 5 us a node, at another scale than the large ones
     assert node_term(s, n, y) == pytest.approx(-0.005)
     for fitter in ("ols", "relative", "huber"):
         c = fit_calibration(s, n, y, "large", fitter)
-        assert (c.name, c.gamma) == (f"large/{fitter}", pytest.approx(-0.005))
-        assert c.alpha == pytest.approx(0.93, abs=2e-3)  # the large models' scale, the small ones' left out
+        assert (c.name, c.gamma, c.beta) == (f"large/{fitter}", pytest.approx(-0.005), 0.0)
+        assert c.alpha == pytest.approx(0.93, abs=1e-6)  # the large models' scale, the small ones' left out
     assert np.isnan(node_term([1.0], [2], [np.nan]))
     few = node_term([10.0, 20.0, 30.0, 40.0], [10, 10, 10, 10], [9.0, 18.0, 28.0, 30.0])  # none under 2 ms
     assert few == pytest.approx(-0.2)  # the three quickest: -median(0.1, 0.2, 0.2)
     assert list(large_rows(np.array([1.0, 6.0, 2.0]))) == [1, 2, 0]  # fewer than 8 large: the largest first
+
+
+def test_large_form_has_no_intercept_to_carry_a_gamma_error_onto_small_models():
+    """The large models pay less per node than the small ones say (noise, the profiler's share): a fitted intercept
+    would soak that up over their hundreds of kernels and put it whole on every small model; without one, the small
+    models keep the fit the per-node term gave them."""
+    rng = np.random.default_rng(3)
+    small_s, small_n = rng.uniform(0.1, 1.5, 40), rng.integers(10, 60, 40).astype(float)
+    large_s, large_n = rng.uniform(5, 80, 20), rng.integers(150, 400, 20).astype(float)
+    s, n = np.concatenate([small_s, large_s]), np.concatenate([small_n, large_n])
+    y = np.concatenate([small_s - 0.005 * small_n, 0.95 * large_s - 0.002 * large_n])
+    for fitter in ("ols", "relative", "huber"):
+        c = fit_calibration(s, n, y, "large", fitter)
+        assert c.beta == 0.0 and c.gamma == pytest.approx(-0.005)
+        small_err = np.abs(c.apply(small_s, small_n) / y[:40] - 1)
+        large_err = np.abs(c.apply(large_s, large_n) / y[40:] - 1)
+        assert np.median(small_err) < 0.10 and np.median(large_err) < 0.05
 
 
 def test_size_form_recovers_a_scale_that_grows_with_the_model_and_stays_flat_outside_its_fit():
