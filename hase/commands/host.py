@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import json
 import math
@@ -123,7 +124,13 @@ def run_threads(args: argparse.Namespace) -> int:
     """Measure, fit and write this host's thread model; progress on stderr, the summary on stdout."""
     from hase.evaluate.thread_sweep import sweep_models  # noqa: PLC0415 - measuring pulls pandas and ORT
     from hase.predict.thread_estimate import user_thread_model  # noqa: PLC0415
-    from hase.predict.threads import ALL, fit_thread_model, pairs_with_specs, save_thread_model  # noqa: PLC0415
+    from hase.predict.threads import (  # noqa: PLC0415
+        ALL,
+        fit_thread_model,
+        node_excess,
+        pairs_with_specs,
+        save_thread_model,
+    )
 
     fp = host_fingerprint()
     count = args.threads or fp.cores
@@ -145,8 +152,9 @@ def run_threads(args: argparse.Namespace) -> int:
         log.print(f"threads: {msg}", markup=False, highlight=False)
 
     sources = transfer_sources(args.models, say)
-    spans, specs = sweep_models([(s.name, s.path) for s in sources], [1, count], args.budget_s, runs=5,
-                                progress=say, passes=args.passes, gated=args.gate)
+    sweep = sweep_models([(s.name, s.path) for s in sources], [1, count], args.budget_s, runs=5,
+                         progress=say, passes=args.passes, gated=args.gate)
+    spans, specs = sweep.spans, sweep.specs
     if args.spans_out is not None:
         keys = list(zip(spans["model"], spans["node"], strict=True))
         table = spans.assign(signature=[specs[k].to_json() if k in specs else "" for k in keys])
@@ -159,18 +167,23 @@ def run_threads(args: argparse.Namespace) -> int:
     meta = {"cores": fp.cores, "fingerprint": fp.summary(), "ort": fp.ort_version,
             "models": int(pairs["model"].nunique()), "kernels": len(pairs), "joined": round(share, 4),
             "gated": bool(args.gate)}
-    model = fit_thread_model(pairs, signatures, host=fp.digest, meta=meta)
+    excess = node_excess(sweep.latency)
+    meta["excess_models"] = int(sweep.latency["model"].nunique())
+    model = dataclasses.replace(fit_thread_model(pairs, signatures, host=fp.digest, meta=meta), excess_ms=excess)
     save_thread_model(model, out)
     speed = float(pairs["t1_ms"].sum() / pairs["t_ms"].sum())
     summary = {"host": fp.digest, "threads": [1, count], "models": meta["models"], "kernels": len(pairs),
-               "kernel_speedup": speed, "sigma_us": model.sigma_ms[ALL] * 1e3, "out": str(out)}
+               "kernel_speedup": speed, "sigma_us": model.sigma_ms[ALL] * 1e3, "excess_us": excess * 1e3,
+               "out": str(out)}
     if args.json:
         print(json.dumps(summary, indent=1))
     else:
         stdout_console(highlight=False, soft_wrap=True).print(
             f"thread model of host {fp.digest} written to {out}: {meta['models']} models, {len(pairs)} kernels at 1 "
             f"and {count} threads (their sum {speed:.2f}x quicker at {count}), fork/join "
-            f"{model.sigma_ms[ALL] * 1e3:.1f} µs per doubling; `hase predict MODEL --threads 1,{count}` uses it",
+            f"{model.sigma_ms[ALL] * 1e3:.1f} µs per doubling, less the profiler's extra {excess * 1e3:.1f} µs a "
+            f"node at {count} threads (whole models timed unprofiled); `hase predict MODEL --threads 1,{count}` "
+            "uses it",
             markup=False)
     return 0
 

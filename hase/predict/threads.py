@@ -16,6 +16,16 @@ small to split (their whole change is that cost); it grows with log2(T), as a tr
 at T > 1 threads (the host's default: ORT's one thread per physical core), one or several T; tested against the
 thread counts it did not see (`benchmarks/thread_model.py`). At T = 1 it returns t1 unchanged.
 
+In-model spans at T > 1 carry more of the profiler than spans at one thread: on `bd14ee861c62` (2026-12-08) six real
+models' spans summed 0.4-2.7 µs a node over their unprofiled latency at one thread and 0.6-4.7 µs at two, so their
+speed-up in spans (x1.01-1.26 for the four under 2 ms) fell far short of the one they ran (x1.37-1.69), and sigma,
+read off such spans, took the difference in. `node_excess` measures it on whole models timed unprofiled beside their
+profiles (`hase host threads` does both), and `predict` takes it off every kernel, per log2(T) like sigma:
+
+    t(T) = max(t1 * (s + (1 - s) / T) + (sigma - excess) * log2(T), t1 / (2 T))
+
+(the floor: no kernel below half its perfectly split time). A thread model fitted without latencies has excess 0.
+
 Input (`fit_thread_model`): one row per kernel and thread count T > 1 with the kernel's signature, its one-thread
 time and its time at T (`paired_spans` pairs a long table of in-model spans).
 """
@@ -47,6 +57,9 @@ SMALL_MS = 0.01
 MIN_ROWS = 5  # the fewest small kernels behind an op type's own sigma; fewer fall back to all ops pooled
 ALL = "*"  # the pooled sigma, used for op types the fit never saw
 PAIR_COLUMNS = ("op_type", "t1_ms", "threads", "t_ms")
+#: `node_excess`'s input: one row per model, thread count and pass, its unprofiled latency beside its spans' sum.
+LATENCY_COLUMNS = ("model", "threads", "pass", "latency_ms", "span_sum_ms", "n_nodes")
+FLOOR = 0.5  # of a kernel's perfectly split time t1 / T: the least `predict` gives once the excess is taken off
 FEATURES = ("log_in_elems", "log_out_elems", "log_const_bytes", "log_out_d0", "log_out_d1", "log_out_d2",
             "log_out_d3", "log_group", "log_t1_ms", "op_code")
 FOREST = {"n_estimators": 60, "min_samples_leaf": 8, "max_features": 0.5, "max_depth": 14, "random_state": 0}
@@ -62,6 +75,7 @@ class ThreadModel:
     threads: tuple[int, ...]
     host: str = ""
     meta: Mapping[str, Any] = field(default_factory=dict)
+    excess_ms: float = 0.0  # the profiler's extra per-node cost in spans at T over one thread, ms per log2(T)
 
     def serial_share(self, specs: Sequence[KernelSpec], t1_ms: ArrayLike) -> NDArray[np.float64]:
         """Each kernel's serial share in [0, 1]: the forest's mean over its trees."""
@@ -83,7 +97,28 @@ class ThreadModel:
         if threads == 1:
             return t1.copy()
         s = self.serial_share(specs, t1)
-        return t1 * (s + (1.0 - s) / threads) + self.sigma_of([k.op_type for k in specs]) * math.log2(threads)
+        sigma = self.sigma_of([k.op_type for k in specs]) - self.excess_ms
+        t: NDArray[np.float64] = np.maximum(t1 * (s + (1.0 - s) / threads) + sigma * math.log2(threads),
+                                            FLOOR * t1 / threads)
+        return t
+
+
+def node_excess(latency: pd.DataFrame) -> float:
+    """The profiler's extra cost per node and log2(T) in spans at T > 1 threads over one thread (ms): per model and
+    pass, (spans' sum - unprofiled latency) / nodes at T less the same at 1, divided by log2(T); the median over
+    them (`LATENCY_COLUMNS`). 0 without a model timed at 1 and at more threads."""
+    missing = [c for c in LATENCY_COLUMNS if c not in latency.columns]
+    if missing:
+        raise HaseError(f"thread model: the latency table lacks columns {missing}")
+    d = latency[(latency["latency_ms"] > 0) & (latency["n_nodes"] > 0)]
+    per_node = (d["span_sum_ms"] - d["latency_ms"]) / d["n_nodes"]
+    d = d.assign(per_node=per_node)
+    one = d[d["threads"] == 1].set_index(["model", "pass"])["per_node"]
+    many = d[d["threads"] > 1]
+    base = one.reindex(list(zip(many["model"], many["pass"], strict=True))).to_numpy()
+    diff = (many["per_node"].to_numpy() - base) / np.log2(many["threads"].to_numpy(dtype=np.float64))
+    diff = diff[np.isfinite(diff)]
+    return float(np.median(diff)) if len(diff) else 0.0
 
 
 def thread_features(specs: Sequence[KernelSpec], t1_ms: ArrayLike, op_codes: Sequence[str]) -> NDArray[np.float32]:
@@ -149,7 +184,8 @@ def save_thread_model(model: ThreadModel, path: str | Path) -> Path:
     path = Path(path)
     header = {"form": FORM, "features": list(FEATURES), "sigma_ms": dict(model.sigma_ms),
               "op_codes": list(model.op_codes), "threads": list(model.threads), "host": model.host,
-              "meta": dict(model.meta), "depth": model.forest.depth, "n_features": model.forest.n_features}
+              "meta": dict(model.meta), "depth": model.forest.depth, "n_features": model.forest.n_features,
+              "excess_ms": model.excess_ms}
     arrays = {f"forest_{k}": v for k, v in model.forest.to_arrays().items()}
     arrays["header"] = np.frombuffer(json.dumps(header, sort_keys=True).encode(), dtype=np.uint8)
     buf = io.BytesIO()
@@ -172,7 +208,7 @@ def load_thread_model(path: str | Path) -> ThreadModel:
             raise ValueError(f"no pooled sigma {ALL!r}")
         return ThreadModel(sigma, tuple(str(o) for o in header["op_codes"]), forest,
                            tuple(int(t) for t in header["threads"]), str(header.get("host", "")),
-                           dict(header.get("meta", {})))
+                           dict(header.get("meta", {})), float(header.get("excess_ms", 0.0)))
     except FileNotFoundError:
         raise HaseError(f"{path}: no such thread model; fit one with benchmarks/thread_model.py --save") from None
     except (OSError, KeyError, TypeError, ValueError) as e:

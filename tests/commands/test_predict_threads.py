@@ -77,6 +77,8 @@ def test_host_threads_fits_this_hosts_model_where_predict_finds_it(tmp_path, cap
     out = _json(capsys, ["host", "threads", "--models", str(models), "--threads", "2", "--budget-s", "10",
                          "--json"])
     assert isinstance(out, dict) and out["models"] == 1 and out["kernels"] > 30 and out["threads"] == [1, 2]
+    # BERT-tiny's spans at 2 threads over its unprofiled runs, less the same at 1 (its sign is the host's business)
+    assert -50.0 < out["excess_us"] < 50.0
     written = tmp_path / "user" / "threads" / f"{host_fingerprint().digest}.npz"
     assert out["out"] == str(written) and written.is_file()
     assert main(["predict", str(models / "bert.onnx"), "--threads", "1,2,8"]) == 0

@@ -1,6 +1,7 @@
 """The multi-thread kernel model, fitted on real in-model spans of a real exported model at 1 and 2 threads."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -14,9 +15,11 @@ from hase.kernels import graph, split
 from hase.predict.threads import (
     ALL,
     FEATURES,
+    LATENCY_COLUMNS,
     ThreadModel,
     fit_thread_model,
     load_thread_model,
+    node_excess,
     paired_spans,
     save_thread_model,
     thread_features,
@@ -91,6 +94,35 @@ def test_save_load_round_trip(model: ThreadModel, measured: tuple[pd.DataFrame, 
     assert np.array_equal(back.predict(specs, t1, 8), model.predict(specs, t1, 8))
     assert back.threads == (2,) and back.host == "test" and back.op_codes == model.op_codes
     assert [p.name for p in path.parent.iterdir()] == ["threads.npz"]
+
+
+def test_node_excess_is_the_profilers_extra_per_node_at_more_threads() -> None:
+    """Per model and pass: (spans - latency) / nodes at T less the same at 1, per log2(T); the median."""
+    rows = [("a", 1, 0, 1.0, 1.1, 50), ("a", 2, 0, 0.6, 0.85, 50),  # 2 µs a node at 1 thread, 5 at 2: +3
+            ("b", 1, 0, 2.0, 2.1, 100), ("b", 4, 0, 0.8, 1.4, 100),  # 1 and 6: +5 over log2(4) = 2: +2.5
+            ("c", 2, 0, 1.0, 1.2, 10)]  # no one-thread row: left out
+    lat = pd.DataFrame(rows, columns=list(LATENCY_COLUMNS))
+    assert node_excess(lat) == pytest.approx((0.003 + 0.0025) / 2)
+    assert node_excess(lat.iloc[:0]) == 0.0
+    with pytest.raises(HaseError, match="lacks columns"):
+        node_excess(lat.drop(columns="n_nodes"))
+
+
+def test_excess_comes_off_every_kernel_above_the_floor(model: ThreadModel, measured: tuple[pd.DataFrame, list],
+                                                       tmp_path: Path) -> None:
+    """The excess is taken off each kernel per log2(T), never below half its perfectly split time, and survives
+    a save; one thread stays the one-thread time."""
+    pairs, specs = measured
+    t1 = pairs["t1_ms"].to_numpy()
+    less = dataclasses.replace(model, excess_ms=0.002)
+    plain, off = model.predict(specs, t1, 2), less.predict(specs, t1, 2)
+    assert np.all(off <= plain) and np.all(off >= 0.5 * t1 / 2 - 1e-12)
+    big = plain > 0.5 * t1 / 2 + 0.002
+    assert np.allclose(off[big], plain[big] - 0.002)
+    assert np.array_equal(less.predict(specs, t1, 1), t1)
+    back = load_thread_model(save_thread_model(less, tmp_path / "t.npz"))
+    assert back.excess_ms == 0.002 and np.array_equal(back.predict(specs, t1, 4), less.predict(specs, t1, 4))
+    assert model.excess_ms == 0.0  # fitted from spans alone
 
 
 def test_damaged_and_missing_files_are_one_error(tmp_path: Path) -> None:
