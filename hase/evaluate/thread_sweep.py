@@ -27,7 +27,10 @@ from hase.runtime.types import EPConfig, TimingPolicy
 
 SWEEP_COLUMNS = ("model", "node", "op_type", "threads", "pass", "span_ms")
 Specs = dict[tuple[str, str], KernelSpec]  # (model, node name) -> the kernel's signature
-#: the unprofiled timing beside each profile: short (a sweep has many models), its quickest block kept
+#: the unprofiled timing beside each profile: short, its quickest block kept, and only for a sweep's first
+#: LATENCY_MODELS models (one median per host is all `node_excess` gives; timing every model cut a 300-s sweep from
+#: 1,047 models to 174 on `bd14ee861c62`)
+LATENCY_MODELS = 40
 LATENCY_POLICY = BlockPolicy(warmup=3, blocks=3, block=TimingPolicy(warmup=0, min_runs=5, max_runs=200,
                                                                    min_time_s=0.05, max_time_s=0.5))
 
@@ -62,10 +65,10 @@ def gated_spans(path: str | Path, threads: int, runs: int, gates: Mapping[int, G
 
 
 def sweep_model(name: str, path: str | Path, threads: Sequence[int], runs: int = 10, pass_no: int = 0,
-                gates: Mapping[int, Gate] | None = None) -> ModelSweep:
+                gates: Mapping[int, Gate] | None = None, timed: bool = True) -> ModelSweep:
     """`name`'s spans (ms, median of `runs` profiled runs) at each of `threads` (through `gates`' core gate of that
-    count, if any), nodes named as ORT's profile names them, and the signatures of the nodes the one-thread kernel
-    graph has."""
+    count, if any), nodes named as ORT's profile names them, the signatures of the nodes the one-thread kernel
+    graph has, and (`timed`) its unprofiled latency at each count."""
     kg = graph.file_kernel_graph(path, EPConfig(name="1t", intra_op_threads=1))
     specs = {n.node_name: n.spec for n in split.split(kg)}
     rows, lat = [], []
@@ -74,6 +77,8 @@ def sweep_model(name: str, path: str | Path, threads: Sequence[int], runs: int =
         rows += [{"model": name, "node": node, "op_type": specs[node].op_type if node in specs else
                   node.split("_token")[0], "threads": int(t), "pass": pass_no, "span_ms": ms}
                  for node, ms in spans.items()]
+        if not timed:
+            continue
         timing = measure_latency(path, EPConfig(name=f"t{t}", intra_op_threads=t), policy=LATENCY_POLICY,
                                  gate=(gates or {}).get(t))
         lat.append({"model": name, "threads": int(t), "pass": pass_no, "latency_ms": timing.latency_ms,
@@ -87,8 +92,8 @@ def sweep_models(models: Sequence[tuple[str, Path]], threads: Sequence[int], bud
                  ) -> Sweep:
     """Every model in turn until `budget_s` is spent (a model started is finished), `passes` times back to back
     (the pairing keeps each kernel's quickest): the long span table, each (model, node)'s signature and the
-    latency table. A model ORT cannot profile is skipped and said. Counts above one are profiled and timed through
-    a core gate each (`hase.runtime.gate`) unless `gated` is False."""
+    latency table (the first LATENCY_MODELS models). A model ORT cannot profile is skipped and said. Counts above
+    one are profiled and timed through a core gate each (`hase.runtime.gate`) unless `gated` is False."""
     gates = {t: g for t in threads if gated and (g := gate_for(EPConfig(intra_op_threads=t))) is not None}
     t0 = time.monotonic()
     frames: list[pd.DataFrame] = []
@@ -100,7 +105,8 @@ def sweep_models(models: Sequence[tuple[str, Path]], threads: Sequence[int], bud
                 progress(f"budget of {budget_s:g} s spent after {i} of {len(models)} models")
             break
         try:
-            done = [sweep_model(name, path, threads, runs, pass_no=p, gates=gates) for p in range(passes)]
+            done = [sweep_model(name, path, threads, runs, pass_no=p, gates=gates, timed=i < LATENCY_MODELS)
+                    for p in range(passes)]
         except Exception as e:
             if progress:
                 progress(f"{name}: skipped ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
