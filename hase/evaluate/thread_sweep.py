@@ -113,7 +113,7 @@ def sweep_models(models: Sequence[tuple[str, Path]], threads: Sequence[int], bud
             continue
         one = done[0]
         frames += [d.spans for d in done]
-        latency += [d.latency for d in done]
+        latency += [d.latency for d in done if len(d.latency)]
         specs.update({(name, node): s for node, s in one.specs.items()})
         if progress:
             progress(f"{name}: {len(one.specs)} kernels at {', '.join(map(str, threads))} threads "

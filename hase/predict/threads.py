@@ -110,7 +110,9 @@ def node_excess(latency: pd.DataFrame) -> float:
     missing = [c for c in LATENCY_COLUMNS if c not in latency.columns]
     if missing:
         raise HaseError(f"thread model: the latency table lacks columns {missing}")
-    d = latency[(latency["latency_ms"] > 0) & (latency["n_nodes"] > 0)]
+    d = latency.astype({"threads": np.int64, "latency_ms": np.float64, "span_sum_ms": np.float64,
+                        "n_nodes": np.int64})
+    d = d[(d["latency_ms"] > 0) & (d["n_nodes"] > 0)]
     per_node = (d["span_sum_ms"] - d["latency_ms"]) / d["n_nodes"]
     d = d.assign(per_node=per_node)
     one = d[d["threads"] == 1].set_index(["model", "pass"])["per_node"]

@@ -103,6 +103,7 @@ def test_node_excess_is_the_profilers_extra_per_node_at_more_threads() -> None:
             ("c", 2, 0, 1.0, 1.2, 10)]  # no one-thread row: left out
     lat = pd.DataFrame(rows, columns=list(LATENCY_COLUMNS))
     assert node_excess(lat) == pytest.approx((0.003 + 0.0025) / 2)
+    assert node_excess(lat.astype(object)) == pytest.approx((0.003 + 0.0025) / 2)  # as a concat of frames reads
     assert node_excess(lat.iloc[:0]) == 0.0
     with pytest.raises(HaseError, match="lacks columns"):
         node_excess(lat.drop(columns="n_nodes"))
