@@ -2,37 +2,27 @@
 against the measured one (the one-thread predictor's own error divided out), and the two-thread latency's error.
 
 A survey times its real models at one thread and at ORT's default threads in interleaved passes on a quiet host
-(`hase host survey`); a thread model fitted on spans of a busy minute can be checked against it before any dev set
-is scored:
+(`hase host survey`) and keeps the kernel graph each ran, so a thread model fitted on spans of a busy minute can be
+checked against it before any dev set is scored, with no model file at hand:
 
     python benchmarks/survey_threads.py --survey benchmarks/hosts/bd14ee861c62.survey.json.gz \
         --predictor data/predictors-own/cpu-1t --thread-model hase/predictors/threads/56e9708810e3.npz \
         --thread-model data/threads/bd14ee861c62.npz
 
-Each model's measured latency is its quickest pass; the real models are looked up by name in --models folders
-(default: the checkout's exported test models, as the survey takes them).
+Each model's measured latency is its quickest pass (`hase.predict.survey.RealModel.latency_ms`).
 """
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
+import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from hase.errors import HaseError
 from hase.predict.bundle import load_bundle
-from hase.predict.thread_estimate import estimate_threads
+from hase.predict.survey import load_survey, real_predictions
 from hase.predict.threads import load_thread_model
-
-HERE = Path(__file__).resolve().parent
-DEFAULT_MODELS = (HERE.parent / "tests/data/models", HERE.parent.parent / "shared/models/exported")
-
-
-def quickest(survey: dict[str, Any], device: str) -> dict[str, float]:
-    """Real model name -> its quickest pass (ms) on one device configuration of the survey."""
-    return {str(m["name"]): float(min(m["pass_ms"])) for m in survey["devices"][device]["real"]}
 
 
 def main() -> None:
@@ -40,31 +30,29 @@ def main() -> None:
     ap.add_argument("--survey", required=True, help="a host survey (.survey.json.gz)")
     ap.add_argument("--predictor", required=True, help="a one-thread predictor folder (e.g. hase/predictors/cpu-1t)")
     ap.add_argument("--thread-model", action="append", required=True, help="a thread model .npz (repeatable)")
-    ap.add_argument("--models", action="append", type=Path, help="folders of the survey's real models (repeatable)")
     ap.add_argument("--mt-device", default="cpu-mt", help="the survey's many-thread device configuration")
-    ap.add_argument("--threads", type=int, default=2, help="the thread count the many-thread passes ran at")
     args = ap.parse_args()
-    with gzip.open(args.survey, "rt") as f:
-        survey = json.load(f)
-    one, many = quickest(survey, "cpu-1t"), quickest(survey, args.mt_device)
-    paths = {p.stem: p for folder in (args.models or DEFAULT_MODELS) if folder.is_dir() for p in folder.glob("*.onnx")}
-    names = [n for n in one if n in many and n in paths]
-    if not names:
-        raise SystemExit("none of the survey's real models is in --models: give the folders they are in")
+    survey = load_survey(args.survey)
+    one_dev, many_dev = survey.device("cpu-1t"), survey.device(args.mt_device)
+    threads = many_dev.intra_op_threads or survey.host.cores
     bundle = load_bundle(args.predictor)
-    print(f"{len(names)} real models of {survey['digest']} ({args.threads} threads), predictor {args.predictor}")
+    predictor = bundle.predictors[bundle.default_target]
+    calibration = bundle.manifest.target(bundle.default_target).calibration.calibration
+    one = {r["model"]: r for r in real_predictions(predictor, calibration, one_dev)}
+    print(f"{len(one)} real models of {survey.digest} ({threads} threads), predictor {args.predictor}")
     for tm_path in args.thread_model:
-        tm = load_thread_model(tm_path)
-        speedup, latency = [], []
-        for name in names:
-            est = estimate_threads(paths[name], bundle, tm, [1, args.threads]).latency_ms
-            speedup.append((est[0] / est[1]) / (one[name] / many[name]) - 1)
-            latency.append(est[1] / many[name] - 1)
-        s, e = np.array(speedup) * 100, np.array(latency) * 100
-        print(f"{Path(tm_path).name}: speed-up error median {np.median(s):+.1f} % "
-              f"({' '.join(f'{x:+.0f}' for x in s)}); {args.threads}-thread latency median {np.median(e):+.1f} %, "
+        rows = real_predictions(predictor, calibration, many_dev, (load_thread_model(tm_path), threads))
+        rows = [r for r in rows if r["model"] in one]
+        speedup = np.array([(one[r["model"]]["predicted_ms"] / r["predicted_ms"])
+                            / (one[r["model"]]["measured_ms"] / r["measured_ms"]) - 1 for r in rows]) * 100
+        e = np.array([r["error_pct"] for r in rows])
+        print(f"{Path(tm_path).name}: speed-up error median {np.median(speedup):+.1f} % "
+              f"({' '.join(f'{x:+.0f}' for x in speedup)}); {threads}-thread latency median {np.median(e):+.1f} %, "
               f"RMSPE {np.sqrt(np.mean(e ** 2)):.1f} %, within ±10 % {np.mean(np.abs(e) <= 10) * 100:.0f} %")
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except HaseError as exc:
+        sys.exit(f"survey_threads: error: {exc}")

@@ -113,8 +113,7 @@ def node_excess(latency: pd.DataFrame) -> float:
     d = latency.astype({"threads": np.int64, "latency_ms": np.float64, "span_sum_ms": np.float64,
                         "n_nodes": np.int64})
     d = d[(d["latency_ms"] > 0) & (d["n_nodes"] > 0)]
-    per_node = (d["span_sum_ms"] - d["latency_ms"]) / d["n_nodes"]
-    d = d.assign(per_node=per_node)
+    d = d.assign(per_node=(d["span_sum_ms"] - d["latency_ms"]) / d["n_nodes"])
     one = d[d["threads"] == 1].set_index(["model", "pass"])["per_node"]
     many = d[d["threads"] > 1]
     base = one.reindex(list(zip(many["model"], many["pass"], strict=True))).to_numpy()
